@@ -1,0 +1,1 @@
+//! drover-agent: the cluster side of drover (skeleton; the pipeline lands with the agent issue).

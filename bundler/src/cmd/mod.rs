@@ -1,0 +1,15 @@
+//! One module per `drover` command: each has its `Args` and an async `run`.
+pub mod keygen;
+pub mod render;
+pub mod build;
+pub mod push;
+pub mod publish;
+pub mod sign;
+pub mod verify;
+pub mod inspect;
+pub mod pull;
+pub mod diff;
+pub mod promote;
+pub mod rollback;
+pub mod export;
+pub mod import;

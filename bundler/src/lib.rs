@@ -1,0 +1,7 @@
+//! drover-bundler: the CI/CD side of drover. Reads rendered YAML or a platform
+//! definition, builds reproducible bundles, signs, pushes, promotes, exports and imports.
+
+pub mod cli;
+pub mod cmd;
+pub mod output;
+pub mod regargs;

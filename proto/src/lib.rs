@@ -1,0 +1,23 @@
+//! drover-proto: the contract shared by the bundler (`drover`) and the agent
+//! (`drover-agent`): media types, the bundle config schema, the deterministic archive
+//! codec, references, registry/layout access, and (in `trust`) signatures and policy.
+
+pub mod archive;
+pub mod auth;
+pub mod bundle;
+pub mod config;
+pub mod digest;
+pub mod error;
+pub mod layout;
+pub mod manifest;
+pub mod media;
+pub mod object;
+pub mod ocitar;
+pub mod reference;
+pub mod registry;
+pub mod repo;
+
+pub use error::StoreError;
+pub use reference::{Reference, RegistryRef};
+pub use registry::{RegistryClient, RegistryOptions};
+pub use repo::{FetchLimits, FetchedBundle, Repo};

