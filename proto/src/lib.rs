@@ -8,6 +8,7 @@ pub mod bundle;
 pub mod config;
 pub mod digest;
 pub mod error;
+pub mod keys;
 pub mod layout;
 pub mod manifest;
 pub mod media;
@@ -16,6 +17,7 @@ pub mod ocitar;
 pub mod reference;
 pub mod registry;
 pub mod repo;
+pub mod trust;
 
 pub use error::StoreError;
 pub use reference::{Reference, RegistryRef};

@@ -1,0 +1,361 @@
+//! The trust policy (DESIGN §4), shared by `drover verify/promote/import` and the agent:
+//! a set of public keys and a threshold; verification of cosign key-based signatures
+//! read through any [`Repo`] (registry, OCI layout, OCI archive), fail closed.
+
+pub mod sigmanifest;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::digest::{is_valid_digest, signature_tag};
+use crate::error::StoreError;
+use crate::keys::{KeyError, PublicKey};
+use crate::manifest::Descriptor;
+use crate::media;
+use crate::repo::Repo;
+
+/// Trusted public keys and how many distinct ones must have signed.
+#[derive(Debug, Clone)]
+pub struct TrustPolicy {
+    /// The trusted keys (distinct by fingerprint).
+    pub keys: Vec<PublicKey>,
+    /// Distinct trusted keys required (at least 1, at most `keys.len()`).
+    pub threshold: usize,
+}
+
+impl TrustPolicy {
+    /// A policy from loaded keys; duplicates (same fingerprint) are counted once.
+    pub fn new(keys: Vec<PublicKey>, threshold: usize) -> Result<Self, TrustError> {
+        let mut seen = BTreeSet::new();
+        let keys: Vec<PublicKey> = keys.into_iter().filter(|k| seen.insert(k.fingerprint().to_string())).collect();
+        if keys.is_empty() {
+            return Err(TrustError::Policy("no trusted public key given (pass --key PUB at least once)".into()));
+        }
+        if threshold == 0 {
+            return Err(TrustError::Policy("threshold must be at least 1".into()));
+        }
+        if threshold > keys.len() {
+            return Err(TrustError::Policy(format!(
+                "threshold {threshold} can never be met with {} distinct trusted key(s)",
+                keys.len()
+            )));
+        }
+        Ok(TrustPolicy { keys, threshold })
+    }
+
+    /// Loads PEM public keys from files and builds the policy.
+    pub fn from_files(paths: &[PathBuf], threshold: usize) -> Result<Self, TrustError> {
+        Self::new(crate::keys::load_public_keys(paths)?, threshold)
+    }
+}
+
+/// A trusted key that signed the digest.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyMatch {
+    /// Key fingerprint (hex sha256 of the DER SPKI).
+    pub fingerprint: String,
+    /// Where the key was loaded from.
+    pub key: String,
+    /// Index of the first signature layer it verified.
+    pub layer: usize,
+    /// The payload's docker-reference (informational).
+    pub docker_reference: String,
+}
+
+/// Outcome for one trusted key.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyReport {
+    /// Key fingerprint.
+    pub fingerprint: String,
+    /// Where the key was loaded from.
+    pub key: String,
+    /// True when it signed this exact digest.
+    pub matched: bool,
+    /// Why it did not count (absent when matched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Outcome for one signature layer.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerReport {
+    /// Position in the signature manifest.
+    pub index: usize,
+    /// Layer (payload) digest.
+    pub digest: String,
+    /// Trusted keys whose signature over this layer's payload verifies.
+    pub signed_by: Vec<String>,
+    /// Why the layer does not count (absent when it counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// The result of verifying one digest against a policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    /// The verified manifest digest.
+    pub digest: String,
+    /// The signature manifest reference that was read.
+    pub signature_reference: String,
+    /// Distinct trusted keys required.
+    pub threshold: usize,
+    /// True when at least `threshold` distinct trusted keys signed `digest`.
+    pub satisfied: bool,
+    /// Trusted keys that signed, each counted once.
+    pub matched: Vec<KeyMatch>,
+    /// Per trusted key outcome.
+    pub keys: Vec<KeyReport>,
+    /// Per signature layer outcome.
+    pub layers: Vec<LayerReport>,
+}
+
+impl Verification {
+    /// One line per failed key, for error messages.
+    pub fn failure_summary(&self) -> String {
+        self.keys
+            .iter()
+            .filter(|k| !k.matched)
+            .map(|k| format!("key {} ({}): {}", short(&k.fingerprint), k.key, k.reason.as_deref().unwrap_or("no valid signature")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+fn short(fp: &str) -> &str {
+    &fp[..fp.len().min(16)]
+}
+
+/// Why verification refused (fail closed), or could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The policy itself is unusable.
+    #[error("trust policy: {0}")]
+    Policy(String),
+    /// A key file could not be loaded.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The digest has no signature manifest.
+    #[error("{digest} is not signed: no signature manifest {reference} (sign it with `drover sign REF --key KEY`)")]
+    Unsigned {
+        /// The manifest digest.
+        digest: String,
+        /// The `.sig` reference that is missing.
+        reference: String,
+    },
+    /// The signature manifest or one of its blobs is malformed or tampered with.
+    #[error("signature manifest {reference} refused: {reason}")]
+    Tampered {
+        /// The `.sig` reference.
+        reference: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Not enough distinct trusted keys signed.
+    #[error("{}: {} of {} required trusted key(s) signed {}; {}", .0.signature_reference, .0.matched.len(), .0.threshold, .0.digest, .0.failure_summary())]
+    NotSatisfied(Box<Verification>),
+    /// Reading from the store failed (network, I/O).
+    #[error("reading signatures: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Verifies that at least `policy.threshold` distinct trusted keys signed exactly `digest`
+/// in `repo`. Reads the signature manifest (one manifest GET) and each layer's payload
+/// (one blob GET per layer, digest checked). Never returns Ok unless satisfied.
+pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<Verification, TrustError> {
+    if !is_valid_digest(digest) {
+        return Err(TrustError::Policy(format!("{digest:?} is not a sha256 manifest digest")));
+    }
+    if policy.keys.is_empty() || policy.threshold == 0 || policy.threshold > policy.keys.len() {
+        return Err(TrustError::Policy("empty keys or impossible threshold".into()));
+    }
+    let tag = signature_tag(digest);
+    let reference = repo.describe(&tag);
+    let tampered = |reason: String| TrustError::Tampered { reference: reference.clone(), reason };
+    let bytes = match repo.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
+        Ok((bytes, _)) => bytes,
+        Err(StoreError::NotFound(_)) => return Err(TrustError::Unsigned { digest: digest.into(), reference }),
+        Err(e @ (StoreError::DigestMismatch { .. } | StoreError::TooLarge { .. } | StoreError::Malformed(_))) => {
+            return Err(tampered(e.to_string()))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let manifest = sigmanifest::parse(&bytes).map_err(tampered)?;
+    if manifest.layers.is_empty() {
+        return Err(TrustError::Unsigned { digest: digest.into(), reference });
+    }
+    // Integrity first: every layer must be a simple-signing layer whose bytes match its descriptor.
+    let mut payloads = Vec::with_capacity(manifest.layers.len());
+    for (i, layer) in manifest.layers.iter().enumerate() {
+        if layer.media_type != media::COSIGN_SIMPLESIGNING {
+            return Err(tampered(format!(
+                "layer {i} has media type {:?}, expected {:?}",
+                layer.media_type,
+                media::COSIGN_SIMPLESIGNING
+            )));
+        }
+        if layer.size > sigmanifest::MAX_PAYLOAD {
+            return Err(tampered(format!("layer {i} payload is {} bytes, over {}", layer.size, sigmanifest::MAX_PAYLOAD)));
+        }
+        let data = match repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await {
+            Ok(d) => d,
+            Err(e @ StoreError::Transport { .. }) => return Err(e.into()),
+            Err(e) => return Err(tampered(format!("layer {i}: {e}"))),
+        };
+        if data.len() as u64 != layer.size {
+            return Err(tampered(format!("layer {i} is {} bytes, its descriptor says {}", data.len(), layer.size)));
+        }
+        payloads.push(data);
+    }
+    Ok(evaluate(digest, &reference, &manifest.layers, &payloads, policy)?)
+}
+
+/// Checks fetched layers against the policy (pure; no I/O).
+fn evaluate(
+    digest: &str,
+    reference: &str,
+    layers: &[Descriptor],
+    payloads: &[Vec<u8>],
+    policy: &TrustPolicy,
+) -> Result<Verification, TrustError> {
+    let mut reports = Vec::with_capacity(layers.len());
+    let mut matched: Vec<KeyMatch> = Vec::new();
+    let mut key_reasons: Vec<Vec<String>> = vec![Vec::new(); policy.keys.len()];
+    for (i, (layer, payload)) in layers.iter().zip(payloads).enumerate() {
+        let mut report = LayerReport { index: i, digest: layer.digest.clone(), signed_by: vec![], problem: None };
+        let sig = match sigmanifest::layer_signature(layer) {
+            Ok(s) => s,
+            Err(e) => {
+                report.problem = Some(e);
+                reports.push(report);
+                continue;
+            }
+        };
+        let signers: Vec<usize> = (0..policy.keys.len()).filter(|&k| policy.keys[k].verify(payload, &sig)).collect();
+        report.signed_by = signers.iter().map(|&k| policy.keys[k].fingerprint().to_string()).collect();
+        if signers.is_empty() {
+            report.problem = Some("signature does not verify with any trusted key".into());
+            reports.push(report);
+            continue;
+        }
+        match sigmanifest::check_payload(payload, digest) {
+            Ok(docker_reference) => {
+                for k in signers {
+                    let fp = policy.keys[k].fingerprint();
+                    if !matched.iter().any(|m| m.fingerprint == fp) {
+                        matched.push(KeyMatch {
+                            fingerprint: fp.to_string(),
+                            key: policy.keys[k].source().to_string(),
+                            layer: i,
+                            docker_reference: docker_reference.clone(),
+                        });
+                    }
+                }
+            }
+            Err(problem) => {
+                for k in signers {
+                    key_reasons[k].push(format!("layer {i}: {problem}"));
+                }
+                report.problem = Some(problem);
+            }
+        }
+        reports.push(report);
+    }
+    let keys = policy
+        .keys
+        .iter()
+        .zip(key_reasons)
+        .map(|(k, reasons)| {
+            let is_match = matched.iter().any(|m| m.fingerprint == k.fingerprint());
+            KeyReport {
+                fingerprint: k.fingerprint().to_string(),
+                key: k.source().to_string(),
+                matched: is_match,
+                reason: (!is_match).then(|| {
+                    if reasons.is_empty() {
+                        format!("none of the {} signature layer(s) verifies with this key", layers.len())
+                    } else {
+                        reasons.join("; ")
+                    }
+                }),
+            }
+        })
+        .collect();
+    let satisfied = matched.len() >= policy.threshold;
+    let v = Verification {
+        digest: digest.to_string(),
+        signature_reference: reference.to_string(),
+        threshold: policy.threshold,
+        satisfied,
+        matched,
+        keys,
+        layers: reports,
+    };
+    if satisfied {
+        Ok(v)
+    } else {
+        Err(TrustError::NotSatisfied(Box::new(v)))
+    }
+}
+
+/// Adds signature layers (descriptor + payload bytes) to the signature manifest of
+/// `digest` in `repo`, keeping every existing layer; layers already present (same
+/// digest and signature) are skipped. Pushes payload blobs, the config and the manifest.
+/// Returns (signature manifest digest, number of layers added, total layers).
+pub async fn append_signature_layers(
+    repo: &Repo,
+    digest: &str,
+    new_layers: Vec<(Descriptor, Vec<u8>)>,
+) -> Result<(String, usize, usize), StoreError> {
+    let tag = signature_tag(digest);
+    let mut layers = match repo.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
+        Ok((bytes, _)) => sigmanifest::parse(&bytes).map_err(|e| StoreError::Malformed(format!("{}: {e}", repo.describe(&tag))))?.layers,
+        Err(StoreError::NotFound(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let mut added = 0;
+    for (desc, payload) in new_layers {
+        let present = layers.iter().any(|l| {
+            l.digest == desc.digest
+                && l.annotations.get(media::ANN_COSIGN_SIGNATURE) == desc.annotations.get(media::ANN_COSIGN_SIGNATURE)
+        });
+        if present {
+            continue;
+        }
+        repo.put_blob(&desc.digest, payload).await?;
+        layers.push(desc);
+        added += 1;
+    }
+    let total = layers.len();
+    let (manifest, config) = sigmanifest::build(layers);
+    if added == 0 {
+        let current = repo.resolve(&tag).await?;
+        if let Some(d) = current {
+            return Ok((d, 0, total));
+        }
+    }
+    repo.put_blob(&crate::digest::sha256_digest(&config), config).await?;
+    let d = repo.put_manifest(manifest, media::OCI_MANIFEST, Some(&tag)).await?;
+    Ok((d, added, total))
+}
+
+/// Copies the signature layers of `digest` from `src` into `dst` (merged with any
+/// signatures already there). Every blob read is digest-checked. Returns layers added.
+pub async fn copy_signatures(src: &Repo, dst: &Repo, digest: &str) -> Result<usize, TrustError> {
+    let tag = signature_tag(digest);
+    let reference = src.describe(&tag);
+    let bytes = match src.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
+        Ok((b, _)) => b,
+        Err(StoreError::NotFound(_)) => return Err(TrustError::Unsigned { digest: digest.into(), reference }),
+        Err(e) => return Err(e.into()),
+    };
+    let manifest = sigmanifest::parse(&bytes).map_err(|reason| TrustError::Tampered { reference: reference.clone(), reason })?;
+    let mut layers = Vec::with_capacity(manifest.layers.len());
+    for layer in manifest.layers {
+        let data = src.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await?;
+        layers.push((layer, data));
+    }
+    let (_, added, _) = append_signature_layers(dst, digest, layers).await?;
+    Ok(added)
+}
