@@ -1,0 +1,313 @@
+//! Where desired state lands: the [`Target`] trait every target implements (`dir:` here,
+//! `kube` in `target/kube`), and the typed values the pipeline exchanges with it.
+//!
+//! Modelled on fluxcd/pkg `ssa`: the pipeline hands a target a [`ApplyRequest`] with the
+//! objects already checked and sorted into [`OrderGroup`]s (plan stage); the target
+//!
+//! 1. [`Target::apply`]s the groups in order (a target may wait between groups, e.g. for
+//!    CRDs to be Established) and reports one [`ObjectOutcome`] per object. An outcome
+//!    says whether the object changed on the target ([`Action::Created`] /
+//!    [`Action::Configured`]): on a resync of an unchanged bundle every change is a drift
+//!    correction. A target stops at the first group with a failure and reports the rest
+//!    as [`Action::Skipped`]; it must leave nothing half-written that it can avoid
+//!    (the dir target stages then renames);
+//! 2. [`Target::wait`]s, bounded by a timeout, for the applied objects to become healthy
+//!    and returns a [`HealthReport`] (Healthy / Progressing / Degraded);
+//! 3. [`Target::prune`]s the objects the pipeline asks it to delete ([`PruneRequest`]:
+//!    the candidates plus the previous inventory for context). The target itself honours
+//!    `drover.dev/prune: disabled` (kept) and ownership (an object whose
+//!    `drover.dev/source` names another source, or that lacks our managed-by label, is
+//!    refused), and reports deleted / kept / refused per object.
+//!
+//! Decisions that are NOT the target's: which objects to prune (inventory difference),
+//! the prune-ratio safety valve, and never pruning after a failed apply all live in the
+//! pipeline (`prune.rs`). Targets never see unverified content.
+//!
+//! The trait is object-safe (`Box<dyn Target>`): async methods return a [`BoxFuture`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drover_proto::object::ObjectRef;
+use serde::{Deserialize, Serialize};
+
+pub mod dir;
+
+/// A boxed, sendable future: what the async trait methods return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Apply order (DESIGN §5, plan stage). Groups are applied in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Stage {
+    /// Namespaces and CustomResourceDefinitions (wait for CRDs to be Established after).
+    Definitions,
+    /// Cluster-wide RBAC (ClusterRole, ClusterRoleBinding) and other cluster-scoped objects.
+    ClusterRbac,
+    /// ServiceAccounts.
+    ServiceAccounts,
+    /// ConfigMaps and Secrets.
+    Config,
+    /// Every other object (workloads, services, namespaced RBAC, custom resources).
+    Workloads,
+    /// Admission webhooks and policies, last so they never block the rest.
+    Webhooks,
+}
+
+impl Stage {
+    /// All stages in apply order.
+    pub const ALL: [Stage; 6] =
+        [Stage::Definitions, Stage::ClusterRbac, Stage::ServiceAccounts, Stage::Config, Stage::Workloads, Stage::Webhooks];
+}
+
+/// One verified, policy-checked object ready to apply.
+#[derive(Debug, Clone)]
+pub struct PlannedObject {
+    /// Identity (as in the signed config index).
+    pub id: ObjectRef,
+    /// Path inside the bundle (`manifests/...`); the dir target writes it there.
+    pub path: String,
+    /// The exact bytes from the bundle (hash checked against the signed index).
+    pub yaml: Arc<Vec<u8>>,
+    /// The parsed object.
+    pub value: Arc<serde_json::Value>,
+}
+
+/// The objects of one apply stage, in a stable order.
+#[derive(Debug, Clone)]
+pub struct OrderGroup {
+    /// The stage.
+    pub stage: Stage,
+    /// Its objects.
+    pub objects: Vec<PlannedObject>,
+}
+
+/// Everything a target needs to apply one bundle.
+#[derive(Debug, Clone)]
+pub struct ApplyRequest {
+    /// The configured source reference (value of `drover.dev/source`).
+    pub source: String,
+    /// The bundle's manifest digest (value of `drover.dev/digest`).
+    pub digest: String,
+    /// The bundle's sequence.
+    pub sequence: u64,
+    /// Server-side apply field manager (`--field-manager`, default `drover`).
+    pub field_manager: String,
+    /// The object groups in apply order (empty groups are omitted).
+    pub groups: Vec<OrderGroup>,
+}
+
+impl ApplyRequest {
+    /// All objects across groups, in apply order.
+    pub fn objects(&self) -> impl Iterator<Item = &PlannedObject> {
+        self.groups.iter().flat_map(|g| g.objects.iter())
+    }
+}
+
+/// What happened to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// Apply: did not exist, now does.
+    Created,
+    /// Apply: existed and was changed (on a resync: a drift correction).
+    Configured,
+    /// Apply: already as desired.
+    Unchanged,
+    /// Apply: failed (see `message`).
+    Failed,
+    /// Apply: not attempted because an earlier group failed.
+    Skipped,
+    /// Prune: deleted.
+    Deleted,
+    /// Prune: kept on purpose (`drover.dev/prune: disabled`, or the object is already gone).
+    Kept,
+    /// Prune: refused (not ours, or the safety valve held it back).
+    Refused,
+}
+
+impl Action {
+    /// True when the target changed this object.
+    pub fn changed(self) -> bool {
+        matches!(self, Action::Created | Action::Configured | Action::Deleted)
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        f.write_str(&s)
+    }
+}
+
+/// The outcome for one object (recorded in history).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectOutcome {
+    /// The object.
+    pub object: ObjectRef,
+    /// What happened.
+    pub action: Action,
+    /// Why (errors, reasons for kept/refused); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl ObjectOutcome {
+    /// An outcome without a message.
+    pub fn new(object: ObjectRef, action: Action) -> Self {
+        ObjectOutcome { object, action, message: String::new() }
+    }
+
+    /// An outcome with a message.
+    pub fn with(object: ObjectRef, action: Action, message: impl Into<String>) -> Self {
+        ObjectOutcome { object, action, message: message.into() }
+    }
+}
+
+/// The result of [`Target::apply`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ApplyReport {
+    /// One outcome per requested object, in apply order.
+    pub outcomes: Vec<ObjectOutcome>,
+}
+
+impl ApplyReport {
+    /// True when any object failed (the pipeline then neither waits nor prunes).
+    pub fn failed(&self) -> bool {
+        self.outcomes.iter().any(|o| o.action == Action::Failed)
+    }
+
+    /// Number of objects the target changed (drift corrections on a resync).
+    pub fn changed(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.action.changed()).count()
+    }
+
+    /// The first failure, for the attempt's reason.
+    pub fn first_failure(&self) -> Option<&ObjectOutcome> {
+        self.outcomes.iter().find(|o| o.action == Action::Failed)
+    }
+}
+
+/// Health of the applied state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Health {
+    /// Every object is ready.
+    Healthy,
+    /// Still rolling out when the wait timed out; not an error.
+    #[default]
+    Progressing,
+    /// An object failed (rollout failed, Job failed, CRD not established, ...).
+    Degraded,
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Health::Healthy => "Healthy",
+            Health::Progressing => "Progressing",
+            Health::Degraded => "Degraded",
+        })
+    }
+}
+
+/// Health of one object that is not healthy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectHealth {
+    /// The object.
+    pub object: ObjectRef,
+    /// Its health.
+    pub health: Health,
+    /// Why.
+    pub message: String,
+}
+
+/// The result of [`Target::wait`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthReport {
+    /// Overall: the worst of all objects.
+    pub health: Health,
+    /// Objects that are not healthy (empty when healthy).
+    pub objects: Vec<ObjectHealth>,
+}
+
+impl HealthReport {
+    /// A report saying everything is healthy.
+    pub fn healthy() -> Self {
+        HealthReport { health: Health::Healthy, objects: Vec::new() }
+    }
+}
+
+/// What the pipeline asks a target to delete.
+#[derive(Debug, Clone)]
+pub struct PruneRequest {
+    /// The configured source (objects owned by another source are refused).
+    pub source: String,
+    /// The digest just applied.
+    pub digest: String,
+    /// Objects to delete: in the previous inventory, not in the new bundle.
+    pub delete: Vec<ObjectRef>,
+    /// The previous inventory (context; the delete list is a subset).
+    pub previous: Vec<ObjectRef>,
+}
+
+/// The result of [`Target::prune`]: one outcome per requested object
+/// ([`Action::Deleted`], [`Action::Kept`] or [`Action::Refused`], or [`Action::Failed`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PruneReport {
+    /// Outcomes.
+    pub outcomes: Vec<ObjectOutcome>,
+}
+
+impl PruneReport {
+    /// Objects deleted.
+    pub fn deleted(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.action == Action::Deleted).count()
+    }
+
+    /// Objects that stay on the target (kept, refused or failed): they stay in the inventory.
+    pub fn remaining(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.outcomes.iter().filter(|o| o.action != Action::Deleted).map(|o| &o.object)
+    }
+}
+
+/// A target failure that is not about one object (cannot reach the cluster, disk full).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The target cannot be reached or used; nothing was changed.
+    #[error("target unavailable: {0}")]
+    Unavailable(String),
+    /// A local file operation failed.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A place desired state is applied to. Implementations: [`dir::DirTarget`], and the
+/// Kubernetes target. Object-safe: use as `Arc<dyn Target>`.
+pub trait Target: Send + Sync {
+    /// Short description for logs and status (`dir:/srv/out`, `kube`).
+    fn describe(&self) -> String;
+
+    /// Applies the groups in order; one outcome per object. `Err` only when nothing could
+    /// be attempted (then nothing was changed).
+    fn apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<ApplyReport, TargetError>>;
+
+    /// Waits at most `timeout` for the applied objects to become healthy.
+    fn wait<'a>(&'a self, req: &'a ApplyRequest, timeout: Duration) -> BoxFuture<'a, HealthReport>;
+
+    /// Deletes the requested objects, honouring `drover.dev/prune: disabled` and ownership.
+    fn prune<'a>(&'a self, req: &'a PruneRequest) -> BoxFuture<'a, Result<PruneReport, TargetError>>;
+}
