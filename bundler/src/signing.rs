@@ -97,3 +97,33 @@ pub async fn sign_with(repo: &Repo, digest: &str, key: &PrivateKey) -> anyhow::R
         layers,
     })
 }
+
+/// Opens the repository a reference string points into, with its tag or digest.
+/// `writable` refuses `oci-archive:` (writes would land in a temporary extraction).
+pub fn open_reference(
+    reference: &str,
+    client: &drover_proto::RegistryClient,
+    writable: bool,
+) -> anyhow::Result<(Repo, Option<String>, drover_proto::Reference)> {
+    let parsed = drover_proto::Reference::parse(reference)?;
+    if writable && matches!(parsed, drover_proto::Reference::Archive { .. }) {
+        anyhow::bail!("{reference}: an oci-archive cannot be changed in place; extract it with `drover import` or use an oci: layout");
+    }
+    let (repo, lookup) = Repo::open(&parsed, client, false).with_context(|| format!("opening {reference}"))?;
+    Ok((repo, lookup, parsed))
+}
+
+/// Resolves `lookup` (tag or digest) in `repo` to a manifest digest; a clear error
+/// naming the reference when it does not exist.
+pub async fn resolve_digest(repo: &Repo, lookup: Option<&str>, reference: &str) -> anyhow::Result<String> {
+    let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{reference} names no tag or digest (add :TAG or @sha256:...)"))?;
+    repo.resolve(lookup)
+        .await
+        .with_context(|| format!("looking up {reference}"))?
+        .ok_or_else(|| anyhow::anyhow!("{reference} does not exist"))
+}
+
+/// True when two repos are the same repository (same registry repository or layout + prefix).
+pub fn same_repository(a: &Repo, b: &Repo) -> bool {
+    a.describe("x") == b.describe("x")
+}

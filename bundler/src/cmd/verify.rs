@@ -1,12 +1,84 @@
-//! `drover verify` (not implemented yet).
+//! `drover verify REF --key PUB... [--threshold N]`: exit 0 only when at least N distinct
+//! trusted keys signed this exact digest; reports matched keys and why others failed.
 
-use crate::output::OutputFormat;
+use std::path::PathBuf;
+
+use drover_proto::trust::{verify, TrustError, TrustPolicy, Verification};
+use serde::Serialize;
+
+use crate::output::{print_json, print_table, OutputFormat};
+use crate::regargs::RegistryArgs;
+use crate::signing::{open_reference, resolve_digest};
 
 /// Arguments of `drover verify`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The bundle: HOST/REPO:TAG, HOST/REPO@sha256:..., oci:DIR:TAG or oci-archive:FILE:TAG.
+    pub reference: String,
+    /// Trusted public key (PEM); repeat for several keys (rotation, two-party release).
+    #[arg(long = "key", value_name = "PUB", required = true)]
+    pub keys: Vec<PathBuf>,
+    /// Distinct trusted keys that must have signed.
+    #[arg(long, default_value_t = 1)]
+    pub threshold: usize,
+    /// Registry connection flags.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// The `-o json` document.
+#[derive(Serialize)]
+struct Report<'a> {
+    reference: &'a str,
+    digest: &'a str,
+    satisfied: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    verification: Option<&'a Verification>,
+}
 
 /// Runs `drover verify`.
-pub async fn run(_args: Args, _out: OutputFormat) -> anyhow::Result<()> {
-    anyhow::bail!("drover verify is not implemented yet")
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    let policy = TrustPolicy::from_files(&args.keys, args.threshold)?;
+    let client = args.registry.client()?;
+    let (repo, lookup, _) = open_reference(&args.reference, &client, false)?;
+    let digest = resolve_digest(&repo, lookup.as_deref(), &args.reference).await?;
+    let result = verify(&repo, &digest, &policy).await;
+    let (verification, error) = match &result {
+        Ok(v) => (Some(v), None),
+        Err(TrustError::NotSatisfied(v)) => (Some(v.as_ref()), Some(result.as_ref().unwrap_err().to_string())),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    match out {
+        OutputFormat::Json => print_json(&Report {
+            reference: &args.reference,
+            digest: &digest,
+            satisfied: result.is_ok(),
+            error: error.clone(),
+            verification,
+        })?,
+        OutputFormat::Table => {
+            if let Some(v) = verification {
+                let rows: Vec<Vec<String>> = v
+                    .keys
+                    .iter()
+                    .map(|k| {
+                        vec![
+                            k.fingerprint.clone(),
+                            k.key.clone(),
+                            if k.matched { "signed".into() } else { "NO".into() },
+                            k.reason.clone().unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                print_table(&["FINGERPRINT", "KEY", "RESULT", "REASON"], &rows);
+                println!("{} of {} required key(s) signed {digest}", v.matched.len(), v.threshold);
+            }
+        }
+    }
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("verifying {}", args.reference))),
+    }
 }
