@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod input;
 pub mod output;
 pub mod regargs;
 pub mod signing;
