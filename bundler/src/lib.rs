@@ -5,5 +5,7 @@ pub mod cli;
 pub mod cmd;
 pub mod input;
 pub mod output;
+pub mod platform;
 pub mod regargs;
+pub mod release;
 pub mod signing;

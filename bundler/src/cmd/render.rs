@@ -1,12 +1,119 @@
-//! `drover render` (not implemented yet).
+//! `drover render PLATFORM --env E [--cluster-type T] --out DIR`: renders the platform
+//! for one environment and writes `DIR/<cluster-type>/manifests/...` (the bundle layout).
+//! All or nothing: everything is rendered in memory and written into a temporary
+//! directory that is renamed into place; nothing is written on error.
 
-use crate::output::OutputFormat;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::output::{print_json, print_table, OutputFormat};
+use crate::platform::{Platform, RenderedType};
 
 /// Arguments of `drover render`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The platform directory (with fleet.yaml).
+    pub platform: PathBuf,
+    /// The environment to render (one of fleet.yaml spec.environments).
+    #[arg(long)]
+    pub env: String,
+    /// Render only this cluster type.
+    #[arg(long)]
+    pub cluster_type: Option<String>,
+    /// Output directory (must not exist or be empty, unless --force).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace a non-empty output directory.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TypeResult {
+    cluster_type: String,
+    workloads: Vec<String>,
+    objects: usize,
+    path: String,
+}
 
 /// Runs `drover render`.
-pub async fn run(_args: Args, _out: OutputFormat) -> anyhow::Result<()> {
-    anyhow::bail!("drover render is not implemented yet")
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    let non_empty = args.out.is_dir() && std::fs::read_dir(&args.out).map(|mut d| d.next().is_some()).unwrap_or(false);
+    if args.out.exists() && !args.out.is_dir() {
+        anyhow::bail!("{} exists and is not a directory; choose another --out", args.out.display());
+    }
+    if non_empty && !args.force {
+        anyhow::bail!("{} exists and is not empty; pass --force to replace it or choose another --out", args.out.display());
+    }
+    let platform = Platform::load(&args.platform)?;
+    let rendered = platform.render(&args.env, args.cluster_type.as_deref())?;
+    for t in &rendered {
+        for w in &t.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    write_all(&args.out, &rendered)?;
+    let results: Vec<TypeResult> = rendered
+        .iter()
+        .map(|t| TypeResult {
+            cluster_type: t.name.clone(),
+            workloads: t.workloads.clone(),
+            objects: t.objects.len(),
+            path: args.out.join(&t.name).display().to_string(),
+        })
+        .collect();
+    match out {
+        OutputFormat::Json => print_json(&serde_json::json!({"environment": args.env, "clusterTypes": results}))?,
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = results
+                .iter()
+                .map(|r| vec![r.cluster_type.clone(), r.objects.to_string(), r.workloads.join(","), r.path.clone()])
+                .collect();
+            print_table(&["CLUSTER TYPE", "OBJECTS", "WORKLOADS", "PATH"], &rows);
+        }
+    }
+    Ok(())
+}
+
+/// Writes every cluster type into a temporary sibling of `out`, then renames it into place.
+fn write_all(out: &Path, rendered: &[RenderedType]) -> anyhow::Result<()> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".drover-render-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    for t in rendered {
+        let dir = tmp.path().join(&t.name);
+        std::fs::create_dir_all(dir.join("manifests"))?;
+        for (id, yaml) in &t.objects {
+            let path = dir.join(id.bundle_path());
+            if let Some(p) = path.parent() {
+                std::fs::create_dir_all(p)?;
+            }
+            std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    let staged = tmp.keep();
+    let result = (|| -> anyhow::Result<()> {
+        if out.is_dir() {
+            let old = parent.join(format!(".drover-render-old-{}", std::process::id()));
+            std::fs::rename(out, &old).with_context(|| format!("moving the old {} aside", out.display()))?;
+            std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
+            std::fs::remove_dir_all(&old).with_context(|| format!("removing the old output {}", old.display()))?;
+        } else {
+            std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staged);
+    }
+    result
 }

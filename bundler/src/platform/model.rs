@@ -1,0 +1,142 @@
+//! The platform definition files (`fleet.yaml`, `cluster-types/`, `environments/`,
+//! `overrides/`, `namespace/`, `workloads/`) as typed documents: unknown fields are
+//! errors that name the file and the field.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::selector::LabelSelector;
+
+/// The only `apiVersion` platform files may have.
+pub const API_VERSION: &str = "drover.dev/v1";
+
+/// `metadata` of a platform document.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// The object's name (must match its file or directory name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Labels (the capabilities of a cluster type).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Free-form annotations (ignored by drover).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// `fleet.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FleetDoc {
+    /// Always `drover.dev/v1`.
+    pub api_version: String,
+    /// Always `Fleet`.
+    pub kind: String,
+    /// Optional metadata.
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// The fleet's settings.
+    pub spec: FleetSpec,
+}
+
+/// `fleet.yaml` `spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FleetSpec {
+    /// Environments in promotion order.
+    pub environments: Vec<String>,
+    /// Extra kinds to treat as cluster-scoped (besides the built-in table and CRDs).
+    #[serde(default)]
+    pub cluster_scoped_kinds: Vec<String>,
+}
+
+/// `cluster-types/<name>.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterTypeDoc {
+    /// Always `drover.dev/v1`.
+    pub api_version: String,
+    /// Always `ClusterType`.
+    pub kind: String,
+    /// Name and labels (capabilities).
+    pub metadata: Metadata,
+    /// Values for every workload.
+    #[serde(default)]
+    pub values: Value,
+    /// Values for one workload each.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, Value>,
+}
+
+/// `environments/<env>.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EnvironmentDoc {
+    /// Always `drover.dev/v1`.
+    pub api_version: String,
+    /// Always `Environment`.
+    pub kind: String,
+    /// Name.
+    pub metadata: Metadata,
+    /// Values for every workload.
+    #[serde(default)]
+    pub values: Value,
+    /// Values for one workload each.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, Value>,
+}
+
+/// `overrides/<env>/<cluster-type>.yaml` (`apiVersion`/`kind: Override` optional).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OverrideDoc {
+    /// `drover.dev/v1` when given.
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// `Override` when given.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Optional metadata (ignored).
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// Values for every workload.
+    #[serde(default)]
+    pub values: Value,
+    /// Values for one workload each.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, Value>,
+}
+
+/// `workloads/<name>/workload.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadDoc {
+    /// Always `drover.dev/v1`.
+    pub api_version: String,
+    /// Always `Workload`.
+    pub kind: String,
+    /// Name (optional; must match the directory name).
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// Where and into which namespace it goes.
+    pub spec: WorkloadSpec,
+    /// Default values.
+    #[serde(default)]
+    pub values: Value,
+}
+
+/// `workload.yaml` `spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadSpec {
+    /// The namespace every namespaced object of the workload lives in.
+    pub namespace: String,
+    /// Environments it is deployed to (default: all).
+    #[serde(default)]
+    pub environments: Option<Vec<String>>,
+    /// Label selector over cluster-type labels (`{}` selects all).
+    pub selector: LabelSelector,
+}

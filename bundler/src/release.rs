@@ -1,0 +1,1 @@
+//! Release records and the promotion gate (DESIGN §7).
