@@ -1,5 +1,71 @@
 //! drover-agent: the cluster side of drover. One poll runs the pipeline
 //! `resolve -> fetch -> verify -> unpack -> plan -> apply -> wait -> prune -> record`
-//! (one module per stage), against a [`target::Target`].
+//! (one module per stage, wired in [`pipeline`]) against a [`target::Target`];
+//! [`run`] loops it, [`serve`] exposes it over HTTP, [`query`] reads it back.
 
+pub mod apply;
+pub mod cli;
+pub mod config;
+pub mod fetch;
+pub mod metrics;
+pub mod pipeline;
+pub mod plan;
+pub mod prune;
+pub mod query;
+pub mod record;
+pub mod resolve;
+pub mod run;
+pub mod serve;
+pub mod status;
 pub mod target;
+pub mod unpack;
+pub mod verify;
+pub mod wait;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::config::{FileConfig, LogFormat, Settings};
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+/// The whole program: parses the command line and runs it. Returns the exit code.
+pub fn main_entry() -> i32 {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return 2;
+        }
+    };
+    let result = rt.block_on(async move {
+        match cli.command {
+            Command::Run(args) => {
+                let file = match &args.config {
+                    Some(p) => FileConfig::load(p)?,
+                    None => FileConfig::default(),
+                };
+                let settings = Settings::merge(args.as_layer(), file)?;
+                init_logs(settings.log_format);
+                run::run(settings, args.once).await
+            }
+            Command::Status(q) => query::status(q).await.map(|_| 0),
+            Command::History(q) => query::history(q).await.map(|_| 0),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    }
+}

@@ -1,1 +1,4 @@
-fn main() {}
+//! `drover-agent`: see the library crate.
+fn main() {
+    std::process::exit(drover_agent::main_entry());
+}

@@ -36,8 +36,10 @@ use serde::{Deserialize, Serialize};
 
 pub mod dir;
 
-/// A boxed, sendable future: what the async trait methods return.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed future: what the async trait methods return. Not required to be `Send`: the
+/// agent drives the pipeline on a current-thread runtime (implementations may still
+/// return `Send` futures).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// Apply order (DESIGN §5, plan stage). Groups are applied in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -45,7 +47,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub enum Stage {
     /// Namespaces and CustomResourceDefinitions (wait for CRDs to be Established after).
     Definitions,
-    /// Cluster-wide RBAC (ClusterRole, ClusterRoleBinding) and other cluster-scoped objects.
+    /// RBAC (ClusterRole/Binding, Role/Binding) and other cluster-scoped objects.
     ClusterRbac,
     /// ServiceAccounts.
     ServiceAccounts,

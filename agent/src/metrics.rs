@@ -1,0 +1,118 @@
+//! Prometheus metrics (`prometheus-client`, `drover_` prefix) served at `/metrics`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+fn l(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Every metric the agent exports.
+pub struct Metrics {
+    registry: Registry,
+    polls: Family<Labels, Counter>,
+    applies: Family<Labels, Counter>,
+    last_success: Gauge,
+    bundle_info: Family<Labels, Gauge>,
+    objects: Family<Labels, Counter>,
+    prunes: Counter,
+    prunes_refused: Counter,
+    drift: Counter,
+    verification_failures: Family<Labels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers the metrics.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("drover");
+        let m = Metrics {
+            polls: Family::default(),
+            applies: Family::default(),
+            last_success: Gauge::default(),
+            bundle_info: Family::default(),
+            objects: Family::default(),
+            prunes: Counter::default(),
+            prunes_refused: Counter::default(),
+            drift: Counter::default(),
+            verification_failures: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed)", m.polls.clone());
+        registry.register("applies", "Apply attempts by result (Applied, Failed)", m.applies.clone());
+        registry.register(
+            "last_successful_apply_timestamp_seconds",
+            "Unix time of the last successful apply",
+            m.last_success.clone(),
+        );
+        registry.register("bundle_info", "The applied bundle (value 1; digest and sequence labels)", m.bundle_info.clone());
+        registry.register("objects", "Objects handled by outcome (created, configured, unchanged, failed, deleted, ...)", m.objects.clone());
+        registry.register("prunes", "Objects deleted by prune", m.prunes.clone());
+        registry.register("prunes_refused", "Prunes refused by the safety valve", m.prunes_refused.clone());
+        registry.register("drift_corrections", "Objects changed back by a resync of an unchanged bundle", m.drift.clone());
+        registry.register("verification_failures", "Bundles refused, by reason", m.verification_failures.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// Counts a poll.
+    pub fn poll(&self, result: &str) {
+        self.polls.get_or_create(&l(&[("result", result)])).inc();
+    }
+
+    /// Counts an apply (`Applied` or `Failed`).
+    pub fn apply(&self, result: &str) {
+        self.applies.get_or_create(&l(&[("result", result)])).inc();
+    }
+
+    /// Marks a successful apply of `digest`/`sequence` from `source`.
+    pub fn applied(&self, source: &str, digest: &str, sequence: u64) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        self.last_success.set(now as i64);
+        self.bundle_info.clear();
+        self.bundle_info.get_or_create(&l(&[("source", source), ("digest", digest), ("sequence", &sequence.to_string())])).set(1);
+    }
+
+    /// Counts object outcomes.
+    pub fn object(&self, action: &str, n: u64) {
+        if n > 0 {
+            self.objects.get_or_create(&l(&[("outcome", action)])).inc_by(n);
+        }
+    }
+
+    /// Counts pruned objects.
+    pub fn pruned(&self, n: u64) {
+        self.prunes.inc_by(n);
+    }
+
+    /// Counts a refused prune.
+    pub fn prune_refused(&self) {
+        self.prunes_refused.inc();
+    }
+
+    /// Counts drift corrections.
+    pub fn drift(&self, n: u64) {
+        self.drift.inc_by(n);
+    }
+
+    /// Counts a refused bundle.
+    pub fn verification_failure(&self, reason: &str) {
+        self.verification_failures.get_or_create(&l(&[("reason", reason)])).inc();
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = encode(&mut s, &self.registry);
+        s
+    }
+}

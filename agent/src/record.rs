@@ -1,0 +1,267 @@
+//! The record stage and the agent's database (sled, in `--state-dir`): current state per
+//! source, the cache of verified bundles (offline re-apply), and a capped history of
+//! attempts with per-object outcomes. Every write is flushed before it returns, so a
+//! kill -9 never loses a recorded apply.
+
+use std::path::Path;
+
+use drover_proto::object::ObjectRef;
+use serde::{Deserialize, Serialize};
+
+use crate::target::{Health, ObjectOutcome};
+
+/// Attempts kept in the history.
+pub const HISTORY_CAP: usize = 100;
+/// sled page cache (its default is 1 GiB; the agent's memory budget is ~20 MiB).
+const CACHE_CAPACITY: u64 = 2 << 20;
+
+/// Errors of the database.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// sled failed (or the database is locked by a running agent).
+    #[error("state database {path}: {message}")]
+    Db {
+        /// The directory.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// A stored value is unreadable.
+    #[error("state database: corrupt value for {0}")]
+    Corrupt(String),
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AttemptResult {
+    /// The bundle was applied (and, if due, pruned).
+    Applied,
+    /// Nothing to do: the digest is the applied one and no resync was due.
+    Unchanged,
+    /// The bundle was refused (signature, expectations, rollback, content, policy).
+    Rejected,
+    /// Something failed (registry, target); nothing that was applied is lost.
+    Failed,
+}
+
+impl std::fmt::Display for AttemptResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// The short form of an attempt shown in `status` (`lastAttempt`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptSummary {
+    /// Bundle digest, when resolved.
+    pub digest: Option<String>,
+    /// Bundle sequence, when known.
+    pub sequence: Option<u64>,
+    /// Result.
+    pub result: AttemptResult,
+    /// Why (empty on plain success).
+    pub reason: String,
+    /// RFC 3339 time.
+    pub at: String,
+}
+
+/// One recorded attempt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// Increasing id.
+    #[serde(default)]
+    pub id: u64,
+    /// Source reference.
+    pub source: String,
+    /// Digest, sequence, result, reason, time.
+    #[serde(flatten)]
+    pub summary: AttemptSummary,
+    /// Pipeline stage that decided the result (`resolve`, `verify`, `apply`, ...).
+    pub stage: String,
+    /// True when this was a resync of the applied bundle.
+    #[serde(default)]
+    pub resync: bool,
+    /// Objects changed on a resync (drift corrections).
+    #[serde(default)]
+    pub drift: usize,
+    /// Objects pruned.
+    #[serde(default)]
+    pub pruned: usize,
+    /// True when the prune safety valve refused to prune.
+    #[serde(default)]
+    pub prune_refused: bool,
+    /// Health after the wait stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<Health>,
+    /// Per-object outcomes (apply then prune).
+    #[serde(default)]
+    pub objects: Vec<ObjectOutcome>,
+}
+
+/// What is applied for one source.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceState {
+    /// Source reference.
+    pub source: String,
+    /// Applied manifest digest.
+    pub applied_digest: Option<String>,
+    /// Applied sequence (anti-rollback floor).
+    pub applied_sequence: Option<u64>,
+    /// When it was applied (RFC 3339).
+    pub applied_at: Option<String>,
+    /// Health after the last apply.
+    pub health: Option<Health>,
+    /// Objects on the target that belong to this source.
+    pub inventory: Vec<ObjectRef>,
+    /// The last attempt that was recorded.
+    pub last_attempt: Option<AttemptSummary>,
+}
+
+/// A verified bundle's blobs, for offline re-apply.
+#[derive(Debug, Clone)]
+pub struct CachedBundle {
+    /// Manifest digest.
+    pub digest: String,
+    /// Manifest bytes.
+    pub manifest: Vec<u8>,
+    /// Config bytes.
+    pub config: Vec<u8>,
+    /// Content layer bytes.
+    pub layer: Vec<u8>,
+}
+
+/// The agent's database.
+pub struct Store {
+    db: sled::Db,
+    path: String,
+    sources: sled::Tree,
+    cache: sled::Tree,
+    history: sled::Tree,
+}
+
+const PARTS: [&str; 3] = ["manifest", "config", "layer"];
+
+impl Store {
+    /// Opens (creating) the database in `dir`. Fails when another process holds it.
+    pub fn open(dir: &Path) -> Result<Self, RecordError> {
+        let path = dir.join("db");
+        let err = |e: sled::Error| RecordError::Db { path: path.display().to_string(), message: e.to_string() };
+        std::fs::create_dir_all(dir).map_err(|e| err(e.into()))?;
+        let db = sled::Config::new().path(&path).cache_capacity(CACHE_CAPACITY).mode(sled::Mode::LowSpace).open().map_err(err)?;
+        let sources = db.open_tree("sources").map_err(err)?;
+        let cache = db.open_tree("cache").map_err(err)?;
+        let history = db.open_tree("history").map_err(err)?;
+        Ok(Store { db, path: path.display().to_string(), sources, cache, history })
+    }
+
+    fn err(&self, e: sled::Error) -> RecordError {
+        RecordError::Db { path: self.path.clone(), message: e.to_string() }
+    }
+
+    /// Writes everything to disk.
+    pub fn flush(&self) -> Result<(), RecordError> {
+        self.db.flush().map(|_| ()).map_err(|e| self.err(e))
+    }
+
+    /// The state of `source` (default when never seen).
+    pub fn source(&self, source: &str) -> Result<SourceState, RecordError> {
+        match self.sources.get(source).map_err(|e| self.err(e))? {
+            Some(v) => serde_json::from_slice(&v).map_err(|_| RecordError::Corrupt(format!("source {source}"))),
+            None => Ok(SourceState { source: source.to_string(), ..Default::default() }),
+        }
+    }
+
+    /// All recorded sources.
+    pub fn sources(&self) -> Result<Vec<SourceState>, RecordError> {
+        let mut out = Vec::new();
+        for kv in self.sources.iter() {
+            let (k, v) = kv.map_err(|e| self.err(e))?;
+            out.push(serde_json::from_slice(&v).map_err(|_| RecordError::Corrupt(String::from_utf8_lossy(&k).into_owned()))?);
+        }
+        Ok(out)
+    }
+
+    /// Records the state of a source and an attempt in one flush.
+    pub fn record(&self, state: &SourceState, attempt: Option<Attempt>) -> Result<(), RecordError> {
+        let v = serde_json::to_vec(state).expect("state serializes");
+        self.sources.insert(state.source.as_bytes(), v).map_err(|e| self.err(e))?;
+        if let Some(mut a) = attempt {
+            a.id = self.db.generate_id().map_err(|e| self.err(e))?;
+            let v = serde_json::to_vec(&a).expect("attempt serializes");
+            self.history.insert(a.id.to_be_bytes(), v).map_err(|e| self.err(e))?;
+            while self.history.len() > HISTORY_CAP {
+                match self.history.pop_min().map_err(|e| self.err(e))? {
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        }
+        self.flush()
+    }
+
+    /// The newest `limit` attempts, newest first.
+    pub fn history(&self, limit: usize) -> Result<Vec<Attempt>, RecordError> {
+        let mut out = Vec::new();
+        for kv in self.history.iter().rev().take(limit) {
+            let (_, v) = kv.map_err(|e| self.err(e))?;
+            out.push(serde_json::from_slice(&v).map_err(|_| RecordError::Corrupt("history entry".into()))?);
+        }
+        Ok(out)
+    }
+
+    fn cache_key(source: &str, digest: &str, part: &str) -> Vec<u8> {
+        format!("{source}\0{digest}\0{part}").into_bytes()
+    }
+
+    /// Stores a verified bundle's blobs (flushed).
+    pub fn cache_put(&self, source: &str, b: &CachedBundle) -> Result<(), RecordError> {
+        for (part, data) in PARTS.iter().zip([&b.manifest, &b.config, &b.layer]) {
+            self.cache.insert(Self::cache_key(source, &b.digest, part), data.as_slice()).map_err(|e| self.err(e))?;
+        }
+        self.flush()
+    }
+
+    /// A cached bundle, with every blob re-checked against its digest.
+    pub fn cache_get(&self, source: &str, digest: &str) -> Result<Option<CachedBundle>, RecordError> {
+        let mut parts = Vec::new();
+        for part in PARTS {
+            match self.cache.get(Self::cache_key(source, digest, part)).map_err(|e| self.err(e))? {
+                Some(v) => parts.push(v.to_vec()),
+                None => return Ok(None),
+            }
+        }
+        let layer = parts.pop().expect("3 parts");
+        let config = parts.pop().expect("3 parts");
+        let manifest = parts.pop().expect("3 parts");
+        if drover_proto::digest::sha256_digest(&manifest) != digest {
+            return Err(RecordError::Corrupt(format!("cached manifest {digest}")));
+        }
+        Ok(Some(CachedBundle { digest: digest.to_string(), manifest, config, layer }))
+    }
+
+    /// Drops cached bundles of `source` other than `keep`.
+    pub fn cache_retain(&self, source: &str, keep: &[&str]) -> Result<(), RecordError> {
+        let prefix = format!("{source}\0");
+        let mut drop = Vec::new();
+        for kv in self.cache.scan_prefix(prefix.as_bytes()) {
+            let (k, _) = kv.map_err(|e| self.err(e))?;
+            let text = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+            let digest = text.split('\0').next().unwrap_or("");
+            if !keep.contains(&digest) {
+                drop.push(k);
+            }
+        }
+        for k in drop {
+            self.cache.remove(k).map_err(|e| self.err(e))?;
+        }
+        self.flush()
+    }
+}
+
+/// Now as RFC 3339 (seconds).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}

@@ -1,0 +1,151 @@
+//! `drover-agent run`: builds the pipeline from the settings, serves HTTP, and loops:
+//! poll every interval (with jitter), back off exponentially (with jitter) while the
+//! source is unreachable, and on SIGTERM finish or abandon the current stage, flush
+//! the database and exit 0.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use drover_proto::registry::{RegistryClient, RegistryOptions};
+use drover_proto::trust::TrustPolicy;
+use rand::Rng;
+
+use crate::config::{Settings, TargetSpec};
+use crate::metrics::Metrics;
+use crate::pipeline::{Pipeline, Shared};
+use crate::plan::Policy;
+use crate::record::{AttemptResult, Store};
+use crate::resolve::Source;
+use crate::status::Status;
+use crate::target::Target;
+use crate::verify::{Expectations, Trust};
+
+/// Opens the configured target.
+pub fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
+    match &settings.target {
+        TargetSpec::Dir(p) => Ok(Arc::new(crate::target::dir::DirTarget::open(p).with_context(|| format!("target dir:{}", p.display()))?)),
+        TargetSpec::Kube => anyhow::bail!("--target kube is not available in this build yet; use --target dir:PATH"),
+    }
+}
+
+/// `value` scaled by a random factor in [1 - spread, 1 + spread].
+pub fn jitter(value: Duration, spread: f64) -> Duration {
+    let f = rand::rng().random_range((1.0 - spread)..=(1.0 + spread));
+    value.mul_f64(f)
+}
+
+/// Delay after `failures` consecutive unreachable polls: exponential from
+/// min(interval, 5s), capped at max(interval, min(10 x interval, 5 min)), jittered.
+pub fn backoff(interval: Duration, failures: u32) -> Duration {
+    let base = interval.min(Duration::from_secs(5));
+    let cap = interval.max((interval * 10).min(Duration::from_secs(300)));
+    let exp = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    jitter(exp.min(cap), 0.2)
+}
+
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
+pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
+    let trust = if settings.insecure_skip_verify {
+        tracing::warn!("--insecure-skip-verify: bundles are applied WITHOUT signature verification");
+        Trust::SkipInsecure
+    } else {
+        Trust::Policy(TrustPolicy::from_files(&settings.trust_keys, settings.threshold).context("loading --trust-key")?)
+    };
+    if settings.expect_cluster_type.is_none() || settings.expect_environment.is_none() {
+        tracing::warn!("no --expect-cluster-type/--expect-environment: a signed bundle for any cluster type or environment is accepted");
+    }
+    let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
+    let client = RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), credentials: None })
+        .context("registry client")?;
+    let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
+    let target = open_target(&settings)?;
+    let mut status = Status { source: settings.source.clone(), target: target.describe(), role: "single".into(), ..Default::default() };
+    status.set_state(&store.source(&settings.source)?);
+    let shared = Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone() });
+    let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("cannot listen on {} (--listen)", settings.listen))?;
+    let app = crate::serve::router(shared.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("HTTP server: {e}");
+        }
+    });
+    tracing::info!(source = %settings.source, target = %target.describe(), listen = %settings.listen, "drover-agent started");
+    let mut pipeline = Pipeline::new(
+        source,
+        target,
+        trust,
+        Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() },
+        Policy { allowed_namespaces: settings.allowed_namespaces.clone(), denied_kinds: settings.denied_kinds.clone() },
+        settings.field_manager.clone(),
+        settings.max_prune_ratio,
+        settings.resync,
+        settings.health_timeout,
+        shared.clone(),
+    );
+    let critical = pipeline.critical.clone();
+    let stop = terminated();
+    tokio::pin!(stop);
+    let mut failures = 0u32;
+    let code = loop {
+        let outcome = {
+            let cycle = pipeline.cycle();
+            tokio::pin!(cycle);
+            tokio::select! {
+                out = &mut cycle => Some(out),
+                _ = &mut stop => {
+                    if critical.load(Ordering::SeqCst) {
+                        tracing::info!("SIGTERM: finishing the apply in progress");
+                        cycle.await;
+                    } else {
+                        tracing::info!("SIGTERM: abandoning the poll in progress (nothing was changed)");
+                    }
+                    None
+                }
+            }
+        };
+        let Some(out) = outcome else { break 0 };
+        if once {
+            break match out.result {
+                AttemptResult::Applied | AttemptResult::Unchanged if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
+                _ => 1,
+            };
+        }
+        failures = if out.unreachable { failures + 1 } else { 0 };
+        let delay = if failures > 0 { backoff(settings.interval, failures) } else { jitter(settings.interval, 0.1) };
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = &mut stop => { tracing::info!("SIGTERM: stopping"); break 0; }
+        }
+    };
+    store.flush().context("flushing the state database")?;
+    tracing::info!("drover-agent stopped");
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let i = Duration::from_secs(30);
+        assert!(backoff(i, 1) <= Duration::from_secs(6));
+        assert!(backoff(i, 3) >= Duration::from_secs(16));
+        assert!(backoff(i, 40) <= Duration::from_secs(360));
+    }
+}

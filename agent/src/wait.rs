@@ -1,0 +1,13 @@
+//! Stage 7, wait: a bounded wait for the applied objects to become healthy.
+
+use std::time::Duration;
+
+use crate::target::{ApplyRequest, HealthReport, Target};
+
+/// Waits at most `timeout`; never fails (a timeout is `Progressing`).
+pub async fn wait(target: &dyn Target, req: &ApplyRequest, timeout: Duration) -> HealthReport {
+    match tokio::time::timeout(timeout + Duration::from_secs(5), target.wait(req, timeout)).await {
+        Ok(r) => r,
+        Err(_) => HealthReport { health: crate::target::Health::Progressing, objects: Vec::new() },
+    }
+}
