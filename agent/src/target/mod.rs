@@ -35,6 +35,7 @@ use drover_proto::object::ObjectRef;
 use serde::{Deserialize, Serialize};
 
 pub mod dir;
+pub mod kube;
 
 /// A boxed future: what the async trait methods return. Not required to be `Send`: the
 /// agent drives the pipeline on a current-thread runtime (implementations may still

@@ -1,0 +1,97 @@
+//! Deleting what the new bundle no longer holds. Per object: read it, then
+//!
+//! - gone already (or its kind is no longer served): Kept, "already gone";
+//! - `drover.dev/prune: disabled`: Kept;
+//! - no `app.kubernetes.io/managed-by: drover` label, or a `drover.dev/source` naming
+//!   another source (the object moved to another drover source): Refused;
+//! - otherwise deleted with background propagation and a UID precondition (an object
+//!   re-created meanwhile is not touched).
+//!
+//! Custom resources and other objects go first, then CustomResourceDefinitions, then
+//! Namespaces (deleting those takes everything inside with them).
+
+use drover_proto::media;
+use drover_proto::object::ObjectRef;
+use futures::stream::{self, StreamExt};
+use kube::api::{DeleteParams, Preconditions};
+use serde_json::Value;
+
+use super::discovery::ResolveError;
+use super::retry::with_retry;
+use super::KubeTarget;
+use crate::target::{Action, ObjectOutcome, PruneReport, PruneRequest};
+
+fn phase(o: &ObjectRef) -> u8 {
+    match (o.group(), o.kind.as_str()) {
+        ("", "Namespace") => 2,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
+        _ => 0,
+    }
+}
+
+/// Deletes the requested objects, in phases.
+pub(super) async fn prune(t: &KubeTarget, req: &PruneRequest) -> PruneReport {
+    let mut outcomes = Vec::new();
+    for p in 0..=2u8 {
+        let futs: Vec<_> = req.delete.iter().filter(|o| phase(o) == p).map(|o| prune_one(t, o, &req.source)).collect();
+        let done: Vec<ObjectOutcome> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
+        outcomes.extend(done);
+    }
+    PruneReport { outcomes }
+}
+
+/// Why an object must not be deleted by `source`, if it must not.
+pub fn refusal(v: &Value, source: &str) -> Option<String> {
+    let label = v.pointer("/metadata/labels").and_then(|l| l.get(media::LABEL_MANAGED_BY)).and_then(Value::as_str);
+    if label != Some(media::MANAGED_BY_VALUE) {
+        return Some(format!("not managed by drover (no label {}: {})", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE));
+    }
+    match v.pointer("/metadata/annotations").and_then(|a| a.get(media::ANN_OBJ_SOURCE)).and_then(Value::as_str) {
+        Some(s) if s == source => None,
+        Some(other) => Some(format!("owned by another drover source: {} is {other:?}", media::ANN_OBJ_SOURCE)),
+        None => Some(format!("no {} annotation: cannot tell which source owns it", media::ANN_OBJ_SOURCE)),
+    }
+}
+
+async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcome {
+    let outcome = |a: Action, m: String| ObjectOutcome::with(id.clone(), a, m);
+    let res = match t.resolver.resolve(&id.api_version, &id.kind).await {
+        Ok(r) => r,
+        Err(ResolveError::Unknown(m)) => return outcome(Action::Kept, format!("already gone: {m}")),
+        Err(e) => return outcome(Action::Failed, e.to_string()),
+    };
+    let api = res.api(&t.client, id.namespace.as_deref());
+    let live = match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
+        Ok(Some(o)) => o,
+        Ok(None) => return outcome(Action::Kept, "already gone".into()),
+        Err(f) => return outcome(Action::Failed, format!("reading before delete: {f}")),
+    };
+    let v = serde_json::to_value(&live).unwrap_or(Value::Null);
+    if v.pointer("/metadata/annotations").and_then(|a| a.get(media::ANN_OBJ_PRUNE)).and_then(Value::as_str) == Some("disabled") {
+        return outcome(Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE));
+    }
+    if let Some(why) = refusal(&v, source) {
+        return outcome(Action::Refused, why);
+    }
+    let mut params = DeleteParams::background();
+    params.preconditions = Some(Preconditions { uid: live.metadata.uid.clone(), resource_version: None });
+    match with_retry(&t.opts.retry, || api.delete(&id.name, &params)).await {
+        Ok(_) => ObjectOutcome::new(id.clone(), Action::Deleted),
+        Err(f) if f.not_found() => outcome(Action::Kept, "already gone".into()),
+        Err(f) => outcome(Action::Failed, f.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ownership() {
+        let ours = json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "drover"}, "annotations": {"drover.dev/source": "a"}}});
+        assert_eq!(refusal(&ours, "a"), None);
+        assert!(refusal(&ours, "b").unwrap().contains("another drover source"));
+        assert!(refusal(&json!({"metadata": {}}), "a").unwrap().contains("not managed"));
+    }
+}
