@@ -135,3 +135,54 @@ pub fn sig_tag(digest: &str) -> String {
 pub fn sig_manifest(reg: &Registry, repository: &str, digest: &str) -> Option<serde_json::Value> {
     raw_manifest(reg, repository, &sig_tag(digest)).map(|(b, _)| serde_json::from_slice(&b).unwrap())
 }
+
+/// A loopback HTTP proxy in front of the registry that records every request
+/// (`METHOD PATH`), to count what a command really fetches.
+pub struct CountingProxy {
+    /// `127.0.0.1:PORT` of the proxy.
+    pub addr: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl CountingProxy {
+    /// Starts a proxy forwarding to `upstream` (`127.0.0.1:PORT`).
+    pub fn start(upstream: &str) -> CountingProxy {
+        use axum::body::Body;
+        use axum::extract::{Request, State};
+        use axum::response::Response;
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let state = (upstream.to_string(), http, log.clone());
+        type St = (String, reqwest::Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+        async fn forward(State((up, http, log)): State<St>, req: Request) -> Response {
+            let method = req.method().clone();
+            let pq = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+            log.lock().unwrap().push(format!("{method} {}", req.uri().path()));
+            let mut out = http.request(method, format!("http://{up}{pq}"));
+            for (k, v) in req.headers() {
+                if k != "host" {
+                    out = out.header(k, v);
+                }
+            }
+            let body = axum::body::to_bytes(req.into_body(), usize::MAX).await.unwrap();
+            let res = out.body(body).send().await.unwrap();
+            let mut b = Response::builder().status(res.status().as_u16());
+            for (k, v) in res.headers() {
+                b = b.header(k, v);
+            }
+            b.body(Body::from(res.bytes().await.unwrap())).unwrap()
+        }
+        let app = axum::Router::new().fallback(forward).with_state(state);
+        rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+        CountingProxy { addr, log, _rt: rt }
+    }
+
+    /// Requests seen so far, then forgets them.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+}
