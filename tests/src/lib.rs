@@ -4,6 +4,7 @@
 //! Test support only: never shipped.
 
 pub mod bins;
+pub mod fakekube;
 pub mod registry;
 
 pub use bins::{bin, run, run_ok, Out};

@@ -1,0 +1,124 @@
+//! Errors as the real API server returns them: `kind: Status` objects with `reason`,
+//! `code`, `message` and `details`.
+
+use super::resources::ResourceInfo;
+use serde_json::{json, Value};
+
+/// An API error: HTTP code, Kubernetes reason and message, plus optional details.
+#[derive(Clone, Debug)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// `reason` (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, ...).
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// `details` object, if any.
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    /// An error with the given code, reason and message and no details.
+    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// The reason the real server uses for an HTTP code.
+    pub fn reason_for(code: u16) -> &'static str {
+        match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            409 => "Conflict",
+            410 => "Expired",
+            415 => "UnsupportedMediaType",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            500 => "InternalError",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "Unknown",
+        }
+    }
+
+    fn with_details(mut self, res: &ResourceInfo, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": res.group, "kind": res.plural}));
+        self
+    }
+
+    /// `configmaps "x" not found`.
+    pub fn not_found(res: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", res.qualified()),
+        )
+        .with_details(res, name)
+    }
+
+    /// `configmaps "x" already exists`.
+    pub fn already_exists(res: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", res.qualified()),
+        )
+        .with_details(res, name)
+    }
+
+    /// The optimistic-concurrency conflict of an update with a stale resourceVersion.
+    pub fn stale(res: &ResourceInfo, name: &str) -> Self {
+        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again", res.qualified())).with_details(res, name)
+    }
+
+    /// A 422 Invalid naming the object and the field.
+    pub fn invalid(res: &ResourceInfo, name: &str, field: &str, why: &str) -> Self {
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {field}: {why}", res.kind),
+        );
+        e.details = Some(
+            json!({"name": name, "group": res.group, "kind": res.kind, "causes": [{"reason": "FieldValueInvalid", "message": why, "field": field}]}),
+        );
+        e
+    }
+
+    /// A 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// The 404 for a path no resource serves.
+    pub fn no_route() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    /// The `kind: Status` body.
+    pub fn to_status(&self) -> Value {
+        let mut v = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            v["details"] = d.clone();
+        }
+        v
+    }
+}
