@@ -23,6 +23,9 @@ use drover_proto::object::{ObjectRef, BUILTIN_CLUSTER_SCOPED};
 use serde::Deserialize;
 use serde_json::Value;
 
+mod canonical;
+pub use canonical::canonical_yaml;
+
 /// Size and count limits on input (defaults fit what an agent accepts by default).
 #[derive(Debug, Clone, Copy)]
 pub struct InputLimits {
@@ -496,38 +499,6 @@ fn yaml_to_json(y: &serde_yaml_ng::Value) -> Result<Value, String> {
         }
         Y::Tagged(t) => yaml_to_json(&t.value)?,
     })
-}
-
-/// Canonical YAML of a JSON value: keys sorted at every level, one document.
-pub fn canonical_yaml(v: &Value) -> Vec<u8> {
-    fn conv(v: &Value) -> serde_yaml_ng::Value {
-        use serde_yaml_ng::Value as Y;
-        match v {
-            Value::Null => Y::Null,
-            Value::Bool(b) => Y::Bool(*b),
-            Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    Y::Number(i.into())
-                } else if let Some(u) = n.as_u64() {
-                    Y::Number(u.into())
-                } else {
-                    Y::Number(n.as_f64().unwrap_or(0.0).into())
-                }
-            }
-            Value::String(s) => Y::String(s.clone()),
-            Value::Array(a) => Y::Sequence(a.iter().map(conv).collect()),
-            Value::Object(o) => {
-                let mut keys: Vec<&String> = o.keys().collect();
-                keys.sort();
-                let mut m = serde_yaml_ng::Mapping::with_capacity(keys.len());
-                for k in keys {
-                    m.insert(Y::String(k.clone()), conv(&o[k]));
-                }
-                Y::Mapping(m)
-            }
-        }
-    }
-    serde_yaml_ng::to_string(&conv(v)).expect("a YAML value serializes").into_bytes()
 }
 
 #[cfg(test)]

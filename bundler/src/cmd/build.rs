@@ -1,12 +1,257 @@
-//! `drover build` (not implemented yet).
+//! `drover build DIR --out oci:LAYOUT[:TAG]`: reads a directory of rendered YAML and
+//! writes a reproducible bundle into an OCI image layout. Also holds the bundle flags
+//! and the in-memory build shared with `drover push`.
 
-use crate::output::OutputFormat;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use drover_proto::bundle::{assemble, Bundle, BundleMeta};
+use drover_proto::{Reference, Repo};
+use serde::Serialize;
+
+use crate::input::{load_dir, Loaded};
+use crate::output::{print_json, print_table, OutputFormat};
+
+/// The flags that describe a bundle (shared by `build` and `push`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct BundleArgs {
+    /// Directory of rendered YAML (every *.yaml/*.yml, recursively).
+    pub dir: PathBuf,
+    /// Sequence number (strictly increasing per repository); default: now, in Unix seconds.
+    #[arg(long)]
+    pub sequence: Option<u64>,
+    /// Cluster type this bundle is for (config `clusterType`).
+    #[arg(long, default_value = "")]
+    pub cluster_type: String,
+    /// Environment this bundle is for (config `environment`).
+    #[arg(long, default_value = "")]
+    pub environment: String,
+    /// Source repository URL (annotation org.opencontainers.image.source).
+    #[arg(long, default_value = "")]
+    pub source_repository: String,
+    /// Source revision (annotation org.opencontainers.image.revision).
+    #[arg(long, default_value = "")]
+    pub revision: String,
+    /// Creation time: RFC 3339 (e.g. 2026-01-02T03:04:05Z) or Unix seconds; default:
+    /// SOURCE_DATE_EPOCH when set, else no created annotation (reproducible).
+    #[arg(long)]
+    pub created: Option<String>,
+    /// Treat KIND as cluster-scoped (repeatable), for CRD kinds not in the input.
+    #[arg(long = "cluster-scoped-kind", value_name = "KIND")]
+    pub cluster_scoped_kinds: Vec<String>,
+    /// Let agents prune more than their maxPruneRatio of the inventory for this bundle.
+    #[arg(long)]
+    pub allow_mass_prune: bool,
+}
+
+/// A bundle built in memory, with what went into it.
+pub struct Built {
+    /// The assembled bundle.
+    pub bundle: Bundle,
+    /// The objects and warnings read from the input.
+    pub loaded: Loaded,
+}
+
+impl BundleArgs {
+    /// The bundle metadata from the flags (and SOURCE_DATE_EPOCH).
+    pub fn meta(&self) -> anyhow::Result<BundleMeta> {
+        let sequence = match self.sequence {
+            Some(s) => s,
+            None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).context("system clock before 1970")?.as_secs(),
+        };
+        let created = match (&self.created, std::env::var("SOURCE_DATE_EPOCH").ok().filter(|s| !s.is_empty())) {
+            (Some(c), _) => Some(normalize_created(c).with_context(|| format!("--created {c:?}"))?),
+            (None, Some(e)) => {
+                let secs: i64 = e.trim().parse().with_context(|| format!("SOURCE_DATE_EPOCH={e:?} is not a number of seconds"))?;
+                Some(format_rfc3339(secs))
+            }
+            (None, None) => None,
+        };
+        if !self.environment.is_empty() && !drover_proto::reference::valid_tag(&self.environment) {
+            anyhow::bail!("--environment {:?} must be usable as a tag (letters, digits, '_', '.', '-')", self.environment);
+        }
+        Ok(BundleMeta {
+            cluster_type: self.cluster_type.clone(),
+            environment: self.environment.clone(),
+            sequence,
+            source_repository: self.source_repository.clone(),
+            revision: self.revision.clone(),
+            created,
+            allow_mass_prune: self.allow_mass_prune,
+        })
+    }
+
+    /// Reads the input and assembles the bundle in memory (nothing is written).
+    pub fn build(&self) -> anyhow::Result<Built> {
+        let meta = self.meta()?;
+        let loaded = load_dir(&self.dir, &self.cluster_scoped_kinds).context("reading the input")?;
+        for w in &loaded.warnings {
+            eprintln!("warning: {w}");
+        }
+        let bundle = assemble(&loaded.objects, &meta);
+        Ok(Built { bundle, loaded })
+    }
+}
 
 /// Arguments of `drover build`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    bundle: BundleArgs,
+    /// Where to write: oci:LAYOUT[:TAG] (created if missing; TAG becomes the ref name).
+    #[arg(long, value_name = "oci:LAYOUT[:TAG]")]
+    out: String,
+}
+
+/// What `build` and `push` print.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// Manifest digest.
+    pub digest: String,
+    /// Where the bundle was written (with the digest when pushed to a registry).
+    pub reference: String,
+    /// Number of objects.
+    pub objects: usize,
+    /// Every tag written.
+    pub tags: Vec<String>,
+    /// Sequence number.
+    pub sequence: u64,
+    /// Signature written by `push --key`, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::signing::SignatureInfo>,
+}
+
+/// Prints a summary as JSON or a short table.
+pub fn print_summary(s: &Summary, out: OutputFormat) -> anyhow::Result<()> {
+    match out {
+        OutputFormat::Json => print_json(s),
+        OutputFormat::Table => {
+            let mut rows = vec![vec![s.reference.clone(), s.digest.clone(), s.objects.to_string(), s.sequence.to_string()]];
+            for t in s.tags.iter().skip(1) {
+                rows.push(vec![format!("  tag {t}"), String::new(), String::new(), String::new()]);
+            }
+            print_table(&["REFERENCE", "DIGEST", "OBJECTS", "SEQUENCE"], &rows);
+            if let Some(sig) = &s.signature {
+                println!("signed: {} (key {})", sig.signature_reference, &sig.key_fingerprint[..16.min(sig.key_fingerprint.len())]);
+            }
+            Ok(())
+        }
+    }
+}
 
 /// Runs `drover build`.
-pub async fn run(_args: Args, _out: OutputFormat) -> anyhow::Result<()> {
-    anyhow::bail!("drover build is not implemented yet")
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    let reference = Reference::parse(&args.out)?;
+    let Reference::Layout { dir, name } = &reference else {
+        anyhow::bail!("--out must be an OCI layout, oci:DIR[:TAG] (to push to a registry use `drover push DIR REF`)");
+    };
+    if let Some(n) = name {
+        let tag = n.rsplit_once(':').map(|(_, t)| t).unwrap_or(n);
+        anyhow::ensure!(drover_proto::reference::valid_tag(tag), "--out {}: {tag:?} is not a valid tag", args.out);
+    }
+    let built = args.bundle.build()?;
+    let client = drover_proto::RegistryClient::new(Default::default())?;
+    let (repo, tag) = Repo::open(&reference, &client, true).with_context(|| format!("opening {}", dir.display()))?;
+    let tags: Vec<&str> = tag.as_deref().into_iter().collect();
+    let digest = repo.push_bundle(&built.bundle, &tags).await.with_context(|| format!("writing {}", args.out))?;
+    let summary = Summary {
+        digest,
+        reference: args.out.clone(),
+        objects: built.loaded.objects.len(),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        sequence: built.bundle.config_doc.sequence,
+        signature: None,
+    };
+    print_summary(&summary, out)
+}
+
+/// Parses RFC 3339 (any offset) or Unix seconds; returns RFC 3339 in UTC, whole seconds
+/// kept as given (fractions dropped).
+pub fn normalize_created(s: &str) -> anyhow::Result<String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<i64>() {
+        return Ok(format_rfc3339(secs));
+    }
+    parse_rfc3339(s).map(format_rfc3339).ok_or_else(|| anyhow::anyhow!("not RFC 3339 (e.g. 2026-01-02T03:04:05Z) or Unix seconds"))
+}
+
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    if let Some(r) = rest.strip_prefix('.') {
+        let n = r.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        rest = &r[n..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let (sign, r) = match rest.as_bytes().first()? {
+                b'+' => (1, &rest[1..]),
+                b'-' => (-1, &rest[1..]),
+                _ => return None,
+            };
+            let (oh, om) = r.split_once(':')?;
+            if oh.len() != 2 || om.len() != 2 {
+                return None;
+            }
+            sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60)
+        }
+    };
+    Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset)
+}
+
+/// Formats Unix seconds as RFC 3339 UTC (`YYYY-MM-DDTHH:MM:SSZ`).
+pub fn format_rfc3339(secs: i64) -> String {
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+// Howard Hinnant's civil calendar algorithms.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_forms() {
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(normalize_created("1700000000").unwrap(), "2023-11-14T22:13:20Z");
+        assert_eq!(normalize_created("2023-11-14T23:13:20+01:00").unwrap(), "2023-11-14T22:13:20Z");
+        assert_eq!(normalize_created("2024-02-29T00:00:00.5Z").unwrap(), "2024-02-29T00:00:00Z");
+        assert!(normalize_created("yesterday").is_err());
+    }
 }

@@ -1,12 +1,117 @@
-//! `drover pull` (not implemented yet).
+//! `drover pull REF --out DIR`: fetches a bundle (every digest and every object hash
+//! checked against the config index) and writes its `manifests/` tree into DIR.
+//! Also the shared "fetch a bundle's verified objects" step of `drover diff`.
 
-use crate::output::OutputFormat;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use drover_proto::archive::UnpackLimits;
+use drover_proto::bundle::{open_content, BundleObject};
+use drover_proto::{FetchLimits, FetchedBundle, Reference, Repo};
+use serde::Serialize;
+
+use crate::output::{print_json, print_table, OutputFormat};
+use crate::regargs::RegistryArgs;
 
 /// Arguments of `drover pull`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The bundle: HOST/REPO:TAG, HOST/REPO@sha256:..., oci:DIR:TAG or oci-archive:FILE:TAG.
+    reference: String,
+    /// Directory to write `manifests/...` into; must not exist or be empty.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// A fetched bundle with its objects, every hash checked (signatures NOT verified).
+pub struct Fetched {
+    /// Manifest, config and layer.
+    pub bundle: FetchedBundle,
+    /// The objects, in config index order.
+    pub objects: Vec<BundleObject>,
+    /// The reference as given.
+    pub reference: String,
+}
+
+/// Fetches a bundle and opens its content (digests, sizes and per-object hashes checked).
+pub async fn fetch_objects(reference: &str, registry: &RegistryArgs) -> anyhow::Result<Fetched> {
+    let parsed = Reference::parse(reference)?;
+    let client = registry.client()?;
+    let (repo, lookup) = Repo::open(&parsed, &client, false).with_context(|| format!("opening {reference}"))?;
+    let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{reference} names no tag or digest (add :TAG or @sha256:...)"))?;
+    let bundle = repo.fetch_bundle(&lookup, &FetchLimits::default()).await.with_context(|| format!("fetching {reference}"))?;
+    let objects = open_content(&bundle.config, &bundle.layer, &UnpackLimits::default())
+        .with_context(|| format!("{reference} ({}): content does not match its config index", bundle.digest))?;
+    Ok(Fetched { bundle, objects, reference: reference.to_string() })
+}
+
+#[derive(Serialize)]
+struct PullSummary {
+    digest: String,
+    reference: String,
+    out: String,
+    objects: usize,
+    files: Vec<String>,
+}
 
 /// Runs `drover pull`.
-pub async fn run(_args: Args, _out: OutputFormat) -> anyhow::Result<()> {
-    anyhow::bail!("drover pull is not implemented yet")
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    check_out_dir(&args.out)?;
+    let fetched = fetch_objects(&args.reference, &args.registry).await?;
+    write_tree(&args.out, &fetched.objects)?;
+    let summary = PullSummary {
+        digest: fetched.bundle.digest.clone(),
+        reference: args.reference.clone(),
+        out: args.out.display().to_string(),
+        objects: fetched.objects.len(),
+        files: fetched.objects.iter().map(|o| o.path.clone()).collect(),
+    };
+    match out {
+        OutputFormat::Json => print_json(&summary),
+        OutputFormat::Table => {
+            print_table(
+                &["REFERENCE", "DIGEST", "OBJECTS", "OUT"],
+                &[vec![summary.reference, summary.digest, summary.objects.to_string(), summary.out]],
+            );
+            Ok(())
+        }
+    }
+}
+
+fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::read_dir(dir) {
+        Ok(mut rd) => {
+            anyhow::ensure!(rd.next().is_none(), "{}: not empty; pull writes only into a new or empty directory", dir.display());
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("{}: cannot use as output directory", dir.display())),
+    }
+}
+
+/// Writes the objects under `dir/manifests/...`: into a temporary sibling first, then
+/// renamed into place, so DIR appears complete or not at all.
+fn write_tree(dir: &Path, objects: &[BundleObject]) -> anyhow::Result<()> {
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let tmp = tempfile::Builder::new().prefix(".drover-pull-").tempdir_in(&parent).with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    for o in objects {
+        // Paths were checked by open_content (manifests/..., no '..', no absolute paths).
+        let p = tmp.path().join(&o.path);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        std::fs::write(&p, &o.yaml).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if dir.exists() {
+        std::fs::remove_dir(dir).with_context(|| format!("replacing empty {}", dir.display()))?;
+    }
+    let kept = tmp.keep();
+    std::fs::rename(&kept, dir).with_context(|| format!("moving {} to {}", kept.display(), dir.display()))?;
+    Ok(())
 }
