@@ -118,6 +118,9 @@ pub struct RunArgs {
     /// kube target: do not force-take fields owned by other managers.
     #[arg(long)]
     pub no_force: bool,
+    /// kube target: objects applied at once inside an order group (default 8).
+    #[arg(long)]
+    pub apply_concurrency: Option<usize>,
     /// Run one cycle and exit: 0 when applied or unchanged, 1 when refused or failed.
     #[arg(long)]
     pub once: bool,
@@ -148,6 +151,7 @@ impl RunArgs {
             denied_kinds: vec_or_none(&self.deny_kind),
             health_timeout: self.health_timeout.clone(),
             no_force: self.no_force.then_some(true),
+            apply_concurrency: self.apply_concurrency,
         }
     }
 }

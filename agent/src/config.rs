@@ -84,6 +84,8 @@ pub struct FileConfig {
     pub health_timeout: Option<String>,
     /// `--no-force` (kube target: do not take over fields of other managers).
     pub no_force: Option<bool>,
+    /// `--apply-concurrency` (kube target: objects applied at once inside an order group).
+    pub apply_concurrency: Option<usize>,
 }
 
 impl FileConfig {
@@ -170,6 +172,8 @@ pub struct Settings {
     pub health_timeout: Duration,
     /// Kube target: apply without force.
     pub no_force: bool,
+    /// Kube target: objects applied at once inside an order group.
+    pub apply_concurrency: usize,
 }
 
 fn invalid(field: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {
@@ -183,6 +187,14 @@ fn duration(field: &'static str, flag: &'static str, v: Option<String>, default:
         return Err(invalid(field, flag, "must be greater than zero"));
     }
     Ok(d)
+}
+
+/// Like [`duration`], but zero is allowed (`--resync 0s`: re-apply on every poll).
+fn duration_or_zero(field: &'static str, flag: &'static str, v: Option<String>, default: &str) -> Result<Duration, ConfigError> {
+    match v.as_deref().map(str::trim) {
+        Some("0") | Some("0s") => Ok(Duration::ZERO),
+        _ => duration(field, flag, v, default),
+    }
 }
 
 impl Settings {
@@ -247,7 +259,7 @@ impl Settings {
             target,
             state_dir,
             interval: duration("interval", "interval", pick!(interval), "30s")?,
-            resync: duration("resync", "resync", pick!(resync), "10m")?,
+            resync: duration_or_zero("resync", "resync", pick!(resync), "10m")?,
             field_manager,
             max_prune_ratio,
             listen,
@@ -256,6 +268,10 @@ impl Settings {
             denied_kinds: pick!(denied_kinds).unwrap_or_default(),
             health_timeout: duration("healthTimeout", "health-timeout", pick!(health_timeout), "2m")?,
             no_force: pick!(no_force).unwrap_or(false),
+            apply_concurrency: match pick!(apply_concurrency).unwrap_or(8) {
+                n @ 1..=64 => n,
+                n => return Err(invalid("applyConcurrency", "apply-concurrency", format!("{n} is not between 1 and 64"))),
+            },
         })
     }
 }

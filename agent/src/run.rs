@@ -23,10 +23,14 @@ use crate::target::Target;
 use crate::verify::{Expectations, Trust};
 
 /// Opens the configured target.
-pub fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
+pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
     match &settings.target {
         TargetSpec::Dir(p) => Ok(Arc::new(crate::target::dir::DirTarget::open(p).with_context(|| format!("target dir:{}", p.display()))?)),
-        TargetSpec::Kube => anyhow::bail!("--target kube is not available in this build yet; use --target dir:PATH"),
+        TargetSpec::Kube => {
+            use crate::target::kube::{KubeOptions, KubeTarget};
+            let opts = KubeOptions { force: !settings.no_force, concurrency: settings.apply_concurrency, ..KubeOptions::default() };
+            Ok(Arc::new(KubeTarget::connect(opts).await.context("target kube")?))
+        }
     }
 }
 
@@ -73,7 +77,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let client = RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), credentials: None })
         .context("registry client")?;
     let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
-    let target = open_target(&settings)?;
+    let target = open_target(&settings).await?;
     let mut status = Status { source: settings.source.clone(), target: target.describe(), role: "single".into(), ..Default::default() };
     status.set_state(&store.source(&settings.source)?);
     let shared = Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone() });
