@@ -1,12 +1,299 @@
-//! `drover publish` (not implemented yet).
+//! `drover publish PLATFORM --env E --registry PREFIX --key K`: renders every cluster
+//! type, builds each bundle, pushes and signs only those whose content layer differs
+//! from the remote `PREFIX/<type>:<env>`, then leaves a signed release record; refuses
+//! (promotion gate) when the previous environment was not published at this revision.
 
-use crate::output::OutputFormat;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use drover_proto::bundle::{assemble, BundleMeta};
+use drover_proto::keys::PrivateKey;
+use drover_proto::reference::valid_tag;
+use drover_proto::trust::TrustPolicy;
+use drover_proto::{media, FetchLimits, RegistryClient, RegistryRef, Repo, StoreError};
+use futures::stream::{self, StreamExt};
+use serde::Serialize;
+
+use crate::output::{print_json, print_table, OutputFormat};
+use crate::platform::{par_map, Platform, RenderedType};
+use crate::regargs::RegistryArgs;
+use crate::release::{self, ReleaseRecord, ReleasedBundle, RELEASES_REPOSITORY};
+use crate::signing::{load_signing_key, sign_with};
 
 /// Arguments of `drover publish`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The platform directory (with fleet.yaml).
+    pub platform: PathBuf,
+    /// The environment to publish (one of fleet.yaml spec.environments).
+    #[arg(long)]
+    pub env: String,
+    /// Repository prefix: bundles go to PREFIX/<cluster-type>, records to PREFIX/drover-releases.
+    #[arg(long, value_name = "PREFIX")]
+    pub registry: String,
+    /// Private signing key (drover keygen's drover.key, or PKCS#8 PEM).
+    #[arg(long, value_name = "KEY")]
+    pub key: PathBuf,
+    /// Public key(s) trusted for the previous environment's release record (default: the
+    /// public half of --key). Repeat for several.
+    #[arg(long = "trust-key", value_name = "PUB")]
+    pub trust_keys: Vec<PathBuf>,
+    /// The platform revision (default: `git rev-parse HEAD` in PLATFORM).
+    #[arg(long)]
+    pub revision: Option<String>,
+    /// Source repository URL recorded in bundles (default: git remote origin, if any).
+    #[arg(long)]
+    pub source_repository: Option<String>,
+    /// Registry operations in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub parallel: usize,
+    /// Publish an empty bundle for cluster types with no workload assigned (else an error).
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// Emergency: publish without the previous environment's release record (recorded).
+    #[arg(long)]
+    pub skip_promotion_gate: bool,
+    /// Registry flags.
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+}
+
+/// One cluster type's outcome.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeResult {
+    /// The cluster type.
+    pub cluster_type: String,
+    /// `PREFIX/<type>:<env>`.
+    pub reference: String,
+    /// The bundle digest the tag points at now.
+    pub digest: String,
+    /// True when a new bundle was pushed.
+    pub changed: bool,
+    /// Objects in the bundle.
+    pub objects: usize,
+    /// The bundle's sequence.
+    pub sequence: u64,
+}
+
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+struct Local {
+    rendered: RenderedType,
+    layer_digest: String,
+}
+
+struct Ctx<'a> {
+    client: &'a RegistryClient,
+    prefix: &'a str,
+    env: &'a str,
+    revision: &'a str,
+    source_repository: &'a str,
+    key: &'a PrivateKey,
+}
+
+/// Publishes one cluster type: compare, and when changed push (history tag), sign, move the channel tag.
+async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult> {
+    let t = &local.rendered.name;
+    let rref = RegistryRef::parse(&format!("{}/{t}", ctx.prefix))?;
+    let repo = Repo::Registry { client: ctx.client.clone(), repo: rref.clone() };
+    let reference = rref.with_tag(ctx.env).to_string();
+    let limits = FetchLimits::default();
+    let remote = match repo.manifest(ctx.env, limits.manifest).await {
+        Ok((bytes, digest)) => Some(
+            repo.fetch_bundle_head(bytes, digest, &limits)
+                .await
+                .with_context(|| format!("{reference} exists but is not a readable drover bundle"))?,
+        ),
+        Err(StoreError::NotFound(_)) => None,
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("looking up {reference}"))),
+    };
+    if let Some(r) = &remote {
+        let same = r.manifest.layers.first().map(|l| l.digest == local.layer_digest).unwrap_or(false)
+            && r.config.cluster_type == *t
+            && r.config.environment == ctx.env;
+        if same {
+            // Unchanged: make sure it is signed by us (repairs an interrupted publish; no write when signed).
+            sign_with(&repo, &r.digest, ctx.key).await.with_context(|| format!("signing {reference}"))?;
+            return Ok(TypeResult {
+                cluster_type: t.clone(),
+                reference,
+                digest: r.digest.clone(),
+                changed: false,
+                objects: r.config.objects.len(),
+                sequence: r.config.sequence,
+            });
+        }
+    }
+    let sequence = now_secs().max(remote.as_ref().map(|r| r.config.sequence + 1).unwrap_or(0));
+    let meta = BundleMeta {
+        cluster_type: t.clone(),
+        environment: ctx.env.to_string(),
+        sequence,
+        source_repository: ctx.source_repository.to_string(),
+        revision: ctx.revision.to_string(),
+        created: None,
+        allow_mass_prune: false,
+    };
+    let bundle = assemble(&local.rendered.objects, &meta);
+    let history = format!("{}-{sequence}", ctx.env);
+    repo.push_bundle(&bundle, &[&history]).await.with_context(|| format!("pushing {}", rref.with_tag(&history)))?;
+    sign_with(&repo, &bundle.digest, ctx.key).await.with_context(|| format!("signing {}", rref.with_digest(&bundle.digest)))?;
+    repo.put_manifest(bundle.manifest.clone(), media::OCI_MANIFEST, Some(ctx.env))
+        .await
+        .with_context(|| format!("tagging {reference}"))?;
+    Ok(TypeResult { cluster_type: t.clone(), reference, digest: bundle.digest, changed: true, objects: local.rendered.objects.len(), sequence })
+}
 
 /// Runs `drover publish`.
-pub async fn run(_args: Args, _out: OutputFormat) -> anyhow::Result<()> {
-    anyhow::bail!("drover publish is not implemented yet")
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    let platform = Platform::load(&args.platform)?;
+    platform.check_environment(&args.env)?;
+    let revision = match &args.revision {
+        Some(r) => r.clone(),
+        None => git(&args.platform, &["rev-parse", "HEAD"]).with_context(|| {
+            format!("no revision: pass --revision R, or publish from a git checkout (`git rev-parse HEAD` failed in {})", args.platform.display())
+        })?,
+    };
+    let record_tag = release::record_tag(&args.env, &revision);
+    anyhow::ensure!(
+        valid_tag(&record_tag),
+        "revision {revision:?} cannot be used in the release record tag {record_tag:?}: use letters, digits, '.', '_' and '-' (at most {} characters)",
+        128 - args.env.len() - 1
+    );
+    let prefix = args.registry.trim_end_matches('/').to_string();
+    let releases_ref = RegistryRef::parse(&format!("{prefix}/{RELEASES_REPOSITORY}"))
+        .with_context(|| format!("--registry {prefix:?} must be HOST[:PORT]/PATH without tag or digest"))?;
+    anyhow::ensure!(args.parallel > 0, "--parallel must be at least 1");
+    let source_repository = args
+        .source_repository
+        .clone()
+        .or_else(|| git(&args.platform, &["config", "--get", "remote.origin.url"]))
+        .unwrap_or_default();
+    let key = load_signing_key(&args.key).with_context(|| format!("loading signing key {}", args.key.display()))?;
+    let policy = if args.trust_keys.is_empty() {
+        TrustPolicy::new(vec![key.public_key().clone()], 1)?
+    } else {
+        TrustPolicy::from_files(&args.trust_keys, 1)?
+    };
+
+    // Render and build everything first (all or nothing), in parallel.
+    let rendered = tokio::task::block_in_place(|| platform.render(&args.env, None))?;
+    for t in &rendered {
+        for w in &t.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let empty: Vec<&str> = rendered.iter().filter(|t| t.workloads.is_empty()).map(|t| t.name.as_str()).collect();
+    anyhow::ensure!(
+        empty.is_empty() || args.allow_empty,
+        "no workload is assigned to cluster type(s) {} in environment {}; check the workload selectors, or pass --allow-empty to publish empty bundles",
+        empty.join(", "),
+        args.env
+    );
+    let locals: Vec<Local> = tokio::task::block_in_place(|| {
+        par_map(&rendered, |t| {
+            let b = assemble(&t.objects, &BundleMeta::default());
+            b.manifest_doc.layers[0].digest.clone()
+        })
+    })
+    .into_iter()
+    .zip(rendered)
+    .map(|(layer_digest, rendered)| Local { rendered, layer_digest })
+    .collect();
+
+    let client = args.registry_args.client()?;
+    let releases = Repo::Registry { client: client.clone(), repo: releases_ref };
+
+    // The promotion gate, before anything is written.
+    let gate_skipped = args.skip_promotion_gate;
+    if gate_skipped {
+        eprintln!("warning: --skip-promotion-gate: publishing {} at {revision} without checking the previous environment; the release record says so", args.env);
+    } else {
+        release::check_gate(&releases, &platform.environments, &args.env, &revision, &policy).await?;
+    }
+
+    let ctx = Ctx { client: &client, prefix: &prefix, env: &args.env, revision: &revision, source_repository: &source_repository, key: &key };
+    let outcomes: Vec<(String, anyhow::Result<TypeResult>)> = stream::iter(locals.iter())
+        .map(|l| {
+            let ctx = &ctx;
+            async move { (l.rendered.name.clone(), publish_type(ctx, l).await) }
+        })
+        .buffer_unordered(args.parallel)
+        .collect()
+        .await;
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for (name, r) in outcomes {
+        match r {
+            Ok(r) => results.push(r),
+            Err(e) => failures.push(format!("{name}: {e:#}")),
+        }
+    }
+    results.sort_by(|a, b| a.cluster_type.cmp(&b.cluster_type));
+    if !failures.is_empty() {
+        failures.sort();
+        anyhow::bail!(
+            "publishing {} failed for {} of {} cluster type(s) (no release record written; re-run to retry, unchanged ones are skipped):\n  {}",
+            args.env,
+            failures.len(),
+            locals.len(),
+            failures.join("\n  ")
+        );
+    }
+
+    let record = ReleaseRecord {
+        schema_version: release::RECORD_SCHEMA_VERSION,
+        environment: args.env.clone(),
+        revision: revision.clone(),
+        time: release::now_rfc3339(),
+        gate_skipped,
+        cluster_types: results
+            .iter()
+            .map(|r| (r.cluster_type.clone(), ReleasedBundle { reference: r.reference.clone(), digest: r.digest.clone() }))
+            .collect(),
+    };
+    let rec = release::publish_record(&releases, &record, &key, &policy).await?;
+
+    match out {
+        OutputFormat::Json => print_json(&serde_json::json!({
+            "environment": args.env,
+            "revision": revision,
+            "results": results,
+            "releaseRecord": rec,
+            "gateSkipped": gate_skipped,
+        }))?,
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = results
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.cluster_type.clone(),
+                        r.digest.clone(),
+                        if r.changed { "changed".into() } else { "unchanged".into() },
+                        r.objects.to_string(),
+                    ]
+                })
+                .collect();
+            print_table(&["CLUSTER TYPE", "DIGEST", "STATUS", "OBJECTS"], &rows);
+            let changed = results.iter().filter(|r| r.changed).count();
+            println!(
+                "{} at {revision}: {changed} changed, {} unchanged; release record {} ({})",
+                args.env,
+                results.len() - changed,
+                rec.reference,
+                if rec.pushed { "pushed" } else { "unchanged" }
+            );
+        }
+    }
+    Ok(())
 }
