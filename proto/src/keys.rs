@@ -168,7 +168,7 @@ impl PublicKey {
             Ok(other) => {
                 let kind = format!("{other:?}");
                 let kind = kind.split('(').next().unwrap_or("unknown").to_string();
-                return Err(KeyError::Unsupported { path: source.into(), reason: format!("it is a {kind} key") });
+                return Err(KeyError::Unsupported { path: source.into(), reason: format!("the key type is {kind}") });
             }
             Err(e) => return Err(KeyError::Malformed { path: source.into(), reason: format!("not a SubjectPublicKeyInfo: {e}") }),
         }
