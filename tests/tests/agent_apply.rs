@@ -1,0 +1,147 @@
+//! drover-agent end to end on the dir: target: first apply, unchanged, update, prune,
+//! the prune safety valve, status/history, and the config surface.
+
+mod agent_support;
+
+use agent_support::*;
+use drover_tests::run;
+
+fn file(fx: &Fx, rel: &str) -> Option<String> {
+    std::fs::read_to_string(fx.target().join(rel)).ok()
+}
+
+#[test]
+fn apply_update_prune_and_safety_valve() {
+    let fx = Fx::new();
+    let v1: Vec<_> = (0..4).map(|i| cm("app", &format!("c{i}"), "one")).collect();
+    let d1 = fx.push(&objs(&v1), 10, Some("k1"), &[]);
+
+    // First apply.
+    let out = fx.once(&[]);
+    assert_eq!(out.code, 0, "first apply failed:\n{}", out.stderr);
+    let c0 = file(&fx, "manifests/app/ConfigMap.core.c0.yaml").unwrap();
+    assert!(c0.contains("kind: ConfigMap") && c0.contains("one"), "{c0}");
+    assert_eq!(snapshot(&fx.target().join("manifests")).len(), 4);
+    let st = fx.status();
+    assert_eq!(st["source"], fx.tag_ref.as_str());
+    assert_eq!(st["appliedDigest"], d1.as_str());
+    assert_eq!(st["appliedSequence"], 10);
+    assert_eq!(st["health"], "Healthy");
+    assert_eq!(st["inventory"], 4);
+    assert_eq!(st["role"], "single");
+    assert!(st["appliedAt"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(st["lastAttempt"]["result"], "Applied");
+    assert_eq!(st["lastAttempt"]["digest"], d1.as_str());
+    assert_eq!(st["lastAttempt"]["sequence"], 10);
+
+    // Unchanged: exit 0, nothing rewritten.
+    let before = snapshot(fx.target().as_path());
+    let out = fx.once(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(snapshot(fx.target().as_path()), before);
+
+    // Update: one changed, one removed (1 of 4 = 25% <= 50%: pruned), one added.
+    let mut v2 = v1.clone();
+    v2[0] = cm("app", "c0", "two");
+    v2.remove(3);
+    v2.push(cm("app", "c9", "new"));
+    let d2 = fx.push(&objs(&v2), 11, Some("k1"), &[]);
+    let out = fx.once(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(file(&fx, "manifests/app/ConfigMap.core.c0.yaml").unwrap().contains("two"));
+    assert!(file(&fx, "manifests/app/ConfigMap.core.c9.yaml").is_some());
+    assert!(file(&fx, "manifests/app/ConfigMap.core.c3.yaml").is_none(), "c3 must be pruned");
+    let st = fx.status();
+    assert_eq!(st["appliedDigest"], d2.as_str());
+    assert_eq!(st["inventory"], 4);
+    let h = fx.history();
+    assert_eq!(h[0]["result"], "Applied");
+    assert_eq!(h[0]["pruned"], 1);
+    let actions: Vec<_> = h[0]["objects"].as_array().unwrap().iter().map(|o| o["action"].as_str().unwrap().to_string()).collect();
+    assert!(actions.contains(&"configured".to_string()) && actions.contains(&"created".to_string()) && actions.contains(&"deleted".to_string()), "{actions:?}");
+
+    // Safety valve: 3 of 4 to delete (75% > 50%): applied, prune refused and reported, files kept.
+    let v3 = vec![v2[0].clone()];
+    let d3 = fx.push(&objs(&v3), 12, Some("k1"), &[]);
+    let out = fx.once(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("prune refused"), "{}", out.stderr);
+    assert_eq!(snapshot(&fx.target().join("manifests")).len(), 4, "nothing may be pruned over the ratio");
+    let st = fx.status();
+    assert_eq!(st["appliedDigest"], d3.as_str());
+    assert_eq!(st["inventory"], 4, "refused prunes stay in the inventory");
+    assert!(st["lastAttempt"]["reason"].as_str().unwrap().contains("prune refused"), "{st}");
+    assert_eq!(fx.history()[0]["pruneRefused"], true);
+
+    // The bundle opts in: the mass prune goes through.
+    fx.push(&objs(&v3), 13, Some("k1"), &["--allow-mass-prune"]);
+    let out = fx.once(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(snapshot(&fx.target().join("manifests")).len(), 1);
+    assert_eq!(fx.status()["inventory"], 1);
+}
+
+#[test]
+fn prune_keeps_annotated_objects() {
+    let fx = Fx::new();
+    let keep = (
+        "keep".to_string(),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  namespace: app\n  annotations:\n    drover.dev/prune: disabled\n".to_string(),
+    );
+    let v1 = vec![cm("app", "a", "1"), cm("app", "b", "1"), keep.clone()];
+    fx.push(&objs(&v1), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    fx.push(&objs(&v1[..2]), 2, Some("k1"), &[]);
+    let out = fx.once(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(file(&fx, "manifests/app/ConfigMap.core.keep.yaml").is_some(), "drover.dev/prune: disabled must be kept");
+    let h = fx.history();
+    let kept = h[0]["objects"].as_array().unwrap().iter().find(|o| o["object"]["name"] == "keep").unwrap().clone();
+    assert_eq!(kept["action"], "kept", "{kept}");
+}
+
+#[test]
+fn config_file_flags_and_refusals() {
+    let fx = Fx::new();
+    let v1 = vec![cm("app", "a", "1")];
+    let d1 = fx.push(&objs(&v1), 1, Some("k1"), &[]);
+
+    // Unknown field: error names the file and the field; nothing is created.
+    let cfg = fx.p("agent.yaml");
+    std::fs::write(&cfg, format!("source: {}\nplainHttp: true\ntrustKey: x\n", fx.tag_ref)).unwrap();
+    let out = run("drover-agent", &["run", "--config", cfg.to_str().unwrap(), "--once"], &[]);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("agent.yaml") && out.stderr.contains("trustKey"), "{}", out.stderr);
+
+    // No trust key and no explicit opt-out: refuses to start.
+    let out = run(
+        "drover-agent",
+        &["run", "--source", &fx.tag_ref, "--plain-http", "--target", &format!("dir:{}", fx.target().display()), "--state-dir", &fx.state(), "--once"],
+        &[],
+    );
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("--trust-key") && out.stderr.contains("--insecure-skip-verify"), "{}", out.stderr);
+    assert!(!fx.target().exists());
+
+    // A full config file; a flag overrides the file's interval, file gives everything else.
+    std::fs::write(
+        &cfg,
+        format!(
+            "source: {}\nplainHttp: true\ntrustKeys: [{}]\nexpectClusterType: edge\nexpectEnvironment: prod\ntarget: dir:{}\nstateDir: {}\ninterval: 1h\nmaxPruneRatio: 0.5\nlisten: 127.0.0.1:{}\nlogFormat: json\n",
+            fx.tag_ref,
+            fx.pubkey("k1"),
+            fx.target().display(),
+            fx.state(),
+            drover_tests::free_port()
+        ),
+    )
+    .unwrap();
+    let out = run("drover-agent", &["run", "--config", cfg.to_str().unwrap(), "--once", "--interval", "5s"], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.lines().any(|l| l.starts_with('{')), "json logs expected:\n{}", out.stderr);
+    assert_eq!(fx.status()["appliedDigest"], d1.as_str());
+
+    // Wrong expectations from a flag beat the file: refused, non-zero.
+    let out = run("drover-agent", &["run", "--config", cfg.to_str().unwrap(), "--once", "--expect-environment", "dev"], &[]);
+    assert_ne!(out.code, 0);
+}
