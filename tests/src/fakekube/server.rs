@@ -369,9 +369,10 @@ fn resource_op(
                         .and_then(|s| s.parse().ok())
                         .unwrap_or(1800),
                 );
-                let initial = match query
+                let initial_events = query.get("sendInitialEvents") == Some("true");
+                let mut initial: Vec<String> = match query
                     .get("resourceVersion")
-                    .filter(|r| !r.is_empty() && *r != "0")
+                    .filter(|r| !r.is_empty() && *r != "0" && !initial_events)
                     .map(|r| r.parse::<u64>())
                 {
                     Some(Ok(rv)) => match state.watchers.since(rv) {
@@ -397,6 +398,11 @@ fn resource_op(
                         .map(|o| filter.line("ADDED", o))
                         .collect(),
                 };
+                if initial_events {
+                    // Streaming list (WatchList): the initial state ends with this bookmark.
+                    let mark = json!({"kind": t.res.kind, "apiVersion": t.res.api_version(), "metadata": {"resourceVersion": state.rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}});
+                    initial.push(format!("{}\n", json!({"type": "BOOKMARK", "object": mark})));
+                }
                 return Ok(Reply::Watch(
                     filter,
                     initial,
