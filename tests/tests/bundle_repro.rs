@@ -1,0 +1,98 @@
+//! Reproducibility: the same input and flags give the same digest whatever the files'
+//! mtimes, the order the directory was created in, and formatting/key order; and
+//! `SOURCE_DATE_EPOCH` / `--created` / `--sequence` behave as documented.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use drover_tests::{run_ok, Registry};
+
+const FILES: &[(&str, &str)] = &[
+    ("a/deploy.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: web}\nspec: {replicas: 3}\n"),
+    ("a/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: web}\nspec:\n  ports:\n  - port: 80\n"),
+    ("b/ns.yml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: web}\n"),
+    ("c/d/e/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: web}\ndata:\n  script: |\n    #!/bin/sh\n    echo hi\n"),
+    ("z.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z, namespace: web}\n"),
+];
+
+fn make(dir: &Path, order: &[usize], mtime: SystemTime) {
+    for &i in order {
+        let (rel, text) = FILES[i];
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        std::fs::File::options().write(true).open(&p).unwrap().set_modified(mtime).unwrap();
+    }
+}
+
+fn build(dir: &Path, layout: &Path, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let out = format!("oci:{}:t", layout.display());
+    let mut args = vec!["-o", "json", "build", dir.to_str().unwrap(), "--out", &out, "--sequence", "5", "--cluster-type", "edge"];
+    args.extend_from_slice(extra);
+    run_ok("drover", &args, env).json()["digest"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn same_digest_whatever_mtimes_and_creation_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let one = tmp.path().join("one");
+    let two = tmp.path().join("two");
+    make(&one, &[0, 1, 2, 3, 4], SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    make(&two, &[4, 3, 2, 1, 0], SystemTime::now());
+    let d1 = build(&one, &tmp.path().join("l1"), &[], &[]);
+    let d2 = build(&two, &tmp.path().join("l2"), &[], &[]);
+    assert_eq!(d1, d2);
+    // the layouts hold byte-identical blobs
+    let blobs = |l: &str| {
+        let mut v: Vec<_> = std::fs::read_dir(tmp.path().join(l).join("blobs/sha256")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(blobs("l1"), blobs("l2"));
+
+    // reformatting (flow vs block style, key order, comments) does not change the digest
+    let three = tmp.path().join("three");
+    make(&three, &[1, 2, 3, 4], SystemTime::now());
+    std::fs::write(three.join("a/deploy.yaml"), "# comment\nspec:\n  replicas: 3\nmetadata:\n  namespace: web\n  name: api\nkind: Deployment\napiVersion: apps/v1\n").unwrap();
+    assert_eq!(build(&three, &tmp.path().join("l3"), &[], &[]), d1);
+
+    // a content change does
+    std::fs::write(three.join("a/deploy.yaml"), FILES[0].1.replace("replicas: 3", "replicas: 4")).unwrap();
+    assert_ne!(build(&three, &tmp.path().join("l4"), &[], &[]), d1);
+}
+
+#[test]
+fn created_sequence_and_registry_agree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    make(&dir, &[0, 1, 2, 3, 4], SystemTime::now());
+    // SOURCE_DATE_EPOCH and the equivalent --created give the same digest
+    let a = build(&dir, &tmp.path().join("la"), &[], &[("SOURCE_DATE_EPOCH", "1700000000")]);
+    let b = build(&dir, &tmp.path().join("lb"), &["--created", "2023-11-14T23:13:20+01:00"], &[]);
+    let c = build(&dir, &tmp.path().join("lc"), &["--created", "1700000000"], &[]);
+    assert_eq!(a, b);
+    assert_eq!(a, c);
+    let none = build(&dir, &tmp.path().join("ld"), &[], &[]);
+    assert_ne!(a, none, "created is part of the manifest when given");
+    let manifest = std::fs::read_to_string(tmp.path().join("la/blobs/sha256").join(a.trim_start_matches("sha256:"))).unwrap();
+    assert!(manifest.contains("\"org.opencontainers.image.created\":\"2023-11-14T22:13:20Z\""), "{manifest}");
+    let plain = std::fs::read_to_string(tmp.path().join("ld/blobs/sha256").join(none.trim_start_matches("sha256:"))).unwrap();
+    assert!(!plain.contains("created"), "no created annotation unless asked: {plain}");
+
+    // the registry stores exactly the bytes build wrote: push gives the same digest
+    let reg = Registry::start();
+    let p = run_ok(
+        "drover",
+        &["-o", "json", "push", dir.to_str().unwrap(), &reg.reference("r/edge:x"), "--plain-http", "--sequence", "5", "--cluster-type", "edge"],
+        &[],
+    )
+    .json();
+    assert_eq!(p["digest"], none.as_str());
+
+    // without --sequence the sequence is the current time in seconds
+    let before = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    let out = format!("oci:{}:t", tmp.path().join("le").display());
+    let j = run_ok("drover", &["-o", "json", "build", dir.to_str().unwrap(), "--out", &out], &[]).json();
+    let seq = j["sequence"].as_u64().unwrap();
+    assert!(seq >= before && seq <= before + 60, "{seq} vs {before}");
+}
