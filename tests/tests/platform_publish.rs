@@ -1,0 +1,190 @@
+//! `drover publish` against a real registry: only changed cluster types are pushed and
+//! signed, an unchanged republish writes nothing, release records are left and the
+//! promotion gate refuses an environment before the previous one.
+
+mod platform_support;
+
+use std::path::Path;
+
+use drover_tests::{run, Out, Registry};
+use platform_support::*;
+
+fn publish(root: &Path, reg: &Registry, env: &str, key: &Path, extra: &[&str]) -> Out {
+    let prefix = reg.reference("fleet");
+    let mut args = vec![
+        "publish",
+        root.to_str().unwrap(),
+        "--env",
+        env,
+        "--registry",
+        &prefix,
+        "--key",
+        key.to_str().unwrap(),
+        "--plain-http",
+        "-o",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    run("drover", &args, &[("DROVER_KEY_PASSWORD", "")])
+}
+
+fn publish_ok(root: &Path, reg: &Registry, env: &str, key: &Path, extra: &[&str]) -> serde_json::Value {
+    let o = publish(root, reg, env, key, extra);
+    assert_eq!(o.code, 0, "publish {env} failed:\n{}\n{}", o.stdout, o.stderr);
+    o.json()
+}
+
+fn changed(v: &serde_json::Value) -> Vec<String> {
+    v["results"].as_array().unwrap().iter().filter(|r| r["changed"] == true).map(|r| r["clusterType"].as_str().unwrap().to_string()).collect()
+}
+
+/// Every tag of every repository under `fleet/`.
+fn all_tags(reg: &Registry) -> Vec<(String, Vec<String>)> {
+    ["edge", "cloud", "lab", "drover-releases"].iter().map(|r| (r.to_string(), tags(&reg.addr, &format!("fleet/{r}")))).collect()
+}
+
+/// Digest each tag of a repository points at (sha256 of the manifest bytes served).
+fn tag_digests(reg: &Registry, repo: &str) -> Vec<(String, String)> {
+    use sha2::Digest;
+    tags(&reg.addr, &format!("fleet/{repo}"))
+        .into_iter()
+        .map(|t| {
+            let (status, body) = http_get(&reg.addr, &format!("/v2/fleet/{repo}/manifests/{t}"), "application/vnd.oci.image.manifest.v1+json");
+            assert_eq!(status, 200, "{repo}:{t}");
+            (t, hex::encode(sha2::Sha256::digest(body.as_bytes())))
+        })
+        .collect()
+}
+
+#[test]
+fn only_changed_cluster_types_are_pushed_and_unchanged_republish_writes_nothing() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(t.path());
+    let root = t.path().join("p");
+    base(&root);
+
+    let first = publish_ok(&root, &reg, "dev", &key, &["--revision", "r1"]);
+    assert_eq!(changed(&first), ["cloud", "edge", "lab"]);
+    assert_eq!(first["revision"], "r1");
+    let r0 = &first["results"][0];
+    assert_eq!(r0["clusterType"], "cloud");
+    assert_eq!(r0["reference"], format!("{}:dev", reg.reference("fleet/cloud")));
+    assert_eq!(r0["objects"], 1);
+    // The published bundle verifies with the public key.
+    let v = run("drover", &["verify", &reg.reference("fleet/edge:dev"), "--key", public.to_str().unwrap(), "--plain-http"], &[]);
+    assert_eq!(v.code, 0, "verify: {}", v.stderr);
+    let tags_before = all_tags(&reg);
+    let edge_tags = &tags_before[0].1;
+    assert_eq!(edge_tags.len(), 3, "dev, dev-<sequence>, signature: {edge_tags:?}");
+    assert!(edge_tags.iter().any(|t| t.starts_with("dev-")) && edge_tags.iter().any(|t| t.ends_with(".sig")));
+    assert_eq!(tags_before[3].1, ["dev", "dev-r1", &format!("sha256-{}.sig", &first["releaseRecord"]["digest"].as_str().unwrap()[7..])]);
+
+    // Unchanged republish at the same revision: nothing changed, no tag added or moved.
+    let digests_before: Vec<_> = ["edge", "cloud", "lab"].iter().map(|r| tag_digests(&reg, r)).collect();
+    let again = publish_ok(&root, &reg, "dev", &key, &["--revision", "r1"]);
+    assert!(changed(&again).is_empty(), "{again}");
+    assert_eq!(again["releaseRecord"]["pushed"], false);
+    assert_eq!(again["releaseRecord"]["digest"], first["releaseRecord"]["digest"]);
+    assert_eq!(all_tags(&reg), tags_before);
+    let digests_after: Vec<_> = ["edge", "cloud", "lab"].iter().map(|r| tag_digests(&reg, r)).collect();
+    assert_eq!(digests_after, digests_before);
+    for (a, b) in first["results"].as_array().unwrap().iter().zip(again["results"].as_array().unwrap()) {
+        assert_eq!(a["digest"], b["digest"]);
+    }
+
+    // One edit (values of one cluster type) pushes exactly that cluster type.
+    write(
+        &root,
+        &[("cluster-types/lab.yaml", "apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata:\n  labels: {site: cloud, legacy: \"yes\"}\nvalues: {x: lab-only}\n")],
+    );
+    let third = publish_ok(&root, &reg, "dev", &key, &["--revision", "r2"]);
+    assert_eq!(changed(&third), ["lab"]);
+    let tags_now = all_tags(&reg);
+    assert_eq!(tags_now[0], tags_before[0], "edge untouched");
+    assert_eq!(tags_now[1], tags_before[1], "cloud untouched");
+    assert_eq!(tags_now[2].1.len(), tags_before[2].1.len() + 2, "lab: one new history tag and one new signature: {:?}", tags_now[2]);
+    let lab = &third["results"][2];
+    assert!(lab["sequence"].as_u64().unwrap() > first["results"][2]["sequence"].as_u64().unwrap());
+    let rec = record(&reg.addr, "fleet", "dev-r2").expect("release record dev-r2");
+    assert_eq!(rec["environment"], "dev");
+    assert_eq!(rec["revision"], "r2");
+    assert_eq!(rec["gateSkipped"], false);
+    assert_eq!(rec["clusterTypes"]["lab"]["digest"], lab["digest"]);
+    assert_eq!(rec["clusterTypes"]["edge"]["digest"], first["results"][1]["digest"]);
+    assert_eq!(record(&reg.addr, "fleet", "dev").unwrap(), rec, "the dev tag points at the latest record");
+}
+
+#[test]
+fn promotion_gate_orders_environments() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let (key, _) = keygen(t.path());
+    let other_dir = t.path().join("other");
+    let (other_key, other_pub) = keygen(&other_dir);
+    let root = t.path().join("p");
+    base(&root);
+
+    // prod before staging: refused, naming the environment to publish first; nothing pushed.
+    publish_ok(&root, &reg, "dev", &key, &["--revision", "r1"]);
+    let o = publish(&root, &reg, "prod", &key, &["--revision", "r1"]);
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("publish staging at this revision first"), "{}", o.stderr);
+    let o = publish(&root, &reg, "staging", &key, &["--revision", "r2"]);
+    assert!(o.code != 0 && o.stderr.contains("publish dev at this revision first"), "revision matters: {}", o.stderr);
+    assert!(all_tags(&reg).iter().all(|(_, tags)| tags.iter().all(|t| !t.starts_with("prod") && !t.starts_with("staging"))));
+
+    // A record signed by a key we do not trust does not open the gate.
+    publish_ok(&root, &reg, "staging", &other_key, &["--revision", "r1", "--trust-key", public_of(&key).to_str().unwrap()]);
+    let o = publish(&root, &reg, "prod", &key, &["--revision", "r1"]);
+    assert!(o.code != 0 && o.stderr.contains("not verified"), "{}", o.stderr);
+    // ...unless that key is trusted explicitly.
+    let v = publish_ok(&root, &reg, "prod", &key, &["--revision", "r1", "--trust-key", other_pub.to_str().unwrap()]);
+    assert_eq!(changed(&v), ["cloud", "edge", "lab"]);
+    assert_eq!(record(&reg.addr, "fleet", "prod-r1").unwrap()["gateSkipped"], false);
+
+    // Emergency: skip the gate; the record says so.
+    let v = publish_ok(&root, &reg, "prod", &key, &["--revision", "hotfix-1", "--skip-promotion-gate"]);
+    assert_eq!(v["gateSkipped"], true);
+    assert_eq!(record(&reg.addr, "fleet", "prod-hotfix-1").unwrap()["gateSkipped"], true);
+}
+
+fn public_of(private: &Path) -> std::path::PathBuf {
+    private.with_file_name("drover.pub")
+}
+
+#[test]
+fn empty_cluster_types_and_missing_revision_are_errors() {
+    let reg = Registry::start();
+    let t = tempfile::tempdir().unwrap();
+    let (key, _) = keygen(t.path());
+    let root = t.path().join("p");
+    base(&root);
+    write(&root, &[("workloads/app/workload.yaml", "apiVersion: drover.dev/v1\nkind: Workload\nspec:\n  namespace: app\n  selector:\n    matchLabels: {site: cloud}\n")]);
+    let o = publish(&root, &reg, "dev", &key, &["--revision", "r1"]);
+    assert!(o.code != 0 && o.stderr.contains("edge") && o.stderr.contains("--allow-empty"), "{}", o.stderr);
+    assert!(all_tags(&reg).iter().all(|(_, t)| t.is_empty()), "nothing pushed");
+    let v = publish_ok(&root, &reg, "dev", &key, &["--revision", "r1", "--allow-empty"]);
+    let edge = v["results"].as_array().unwrap().iter().find(|r| r["clusterType"] == "edge").unwrap().clone();
+    assert_eq!(edge["objects"], 0);
+
+    // No --revision and not a git checkout.
+    let o = publish(&root, &reg, "dev", &key, &[]);
+    assert!(o.code != 0 && o.stderr.contains("--revision"), "{}", o.stderr);
+    // A revision that cannot be part of a tag.
+    let o = publish(&root, &reg, "dev", &key, &["--revision", "feature/x"]);
+    assert!(o.code != 0 && o.stderr.contains("feature/x"), "{}", o.stderr);
+    // In a git checkout the revision is HEAD.
+    let git = |args: &[&str]| {
+        let s = std::process::Command::new("git").arg("-C").arg(&root).args(args).output().unwrap();
+        assert!(s.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&s.stderr));
+        String::from_utf8(s.stdout).unwrap().trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "platform"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let v = publish_ok(&root, &reg, "dev", &key, &["--allow-empty"]);
+    assert_eq!(v["revision"], head.as_str());
+    assert!(record(&reg.addr, "fleet", &format!("dev-{head}")).is_some());
+}
