@@ -411,6 +411,16 @@ async fn dry_run_persists_nothing_and_selectors_and_delete_work() {
         ["b"]
     );
 
+    let mut stale = DeleteParams::background();
+    stale.preconditions = Some(kube::api::Preconditions {
+        uid: Some("not-the-uid".into()),
+        resource_version: None,
+    });
+    let (code, _, msg) = api_err(cms.delete("a", &stale).await.unwrap_err());
+    assert!(
+        code == 409 && msg.contains("Precondition failed: UID in precondition: not-the-uid"),
+        "{msg}"
+    );
     cms.delete("a", &DeleteParams::background())
         .await
         .expect("delete");

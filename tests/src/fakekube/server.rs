@@ -444,6 +444,10 @@ fn resource_op(
             }
         }
         (&Method::DELETE, Some(name)) => {
+            if !bytes.is_empty() {
+                let options = parse_body(bytes, "json")?;
+                state.check_preconditions(&t.res, ns, name, &options["preconditions"])?;
+            }
             Ok(Reply::Json(200, state.delete(&t.res, ns, name, &opts)?))
         }
         (&Method::DELETE, None) => {

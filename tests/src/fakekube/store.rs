@@ -682,6 +682,27 @@ impl State {
         }
     }
 
+    /// The DeleteOptions `preconditions` check (uid and resourceVersion must match).
+    pub fn check_preconditions(
+        &self,
+        res: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        pre: &Value,
+    ) -> Result<(), ApiError> {
+        let live = self.live(res, ns, name)?;
+        for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+            if let Some(want) = pre[field].as_str() {
+                let have = meta_str(&live, field).unwrap_or("");
+                if want != have {
+                    let msg = format!("Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}", res.qualified());
+                    return Err(ApiError::new(409, "Conflict", msg));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// DELETE one object (namespaces take their contents with them; CRDs their objects).
     pub fn delete(
         &mut self,
