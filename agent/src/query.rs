@@ -38,7 +38,10 @@ pub async fn status(args: QueryArgs) -> anyhow::Result<()> {
         None => {
             let store = open_store(&args)?;
             let mut st = Status { role: "single".into(), ..Default::default() };
-            match store.sources()?.into_iter().next() {
+            // One agent polls one source; after a reconfiguration show the most recent.
+            let mut sources = store.sources()?;
+            sources.sort_by_key(|s| s.last_attempt.as_ref().map(|a| a.at.clone()));
+            match sources.pop() {
                 Some(s) => st.set_state(&s),
                 None => bail!("the database records no source yet"),
             }
