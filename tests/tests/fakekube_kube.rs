@@ -684,3 +684,89 @@ async fn binary_serves_kube_and_http_hooks() {
         "{log:?}"
     );
 }
+
+/// Runs on the fake and (ignored unless DROVER_E2E_KUBECONFIG + --include-ignored) on a
+/// real cluster: SSA create, idempotent re-apply, kubectl sees it, namespace delete.
+async fn apply_roundtrip_scenario(env: drover_tests::fakekube::KubeEnv) {
+    let client = env.client().await;
+    let ns = env.unique_name("fk-roundtrip");
+    namespace(&client, &ns).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rt", "namespace": ns, "labels": {"app": "rt"}}, "data": {"k": "v"}});
+    let first = cms
+        .patch("rt", &ssa("drover-test"), &Patch::Apply(&body))
+        .await
+        .expect("apply");
+    let again = cms
+        .patch("rt", &ssa("drover-test"), &Patch::Apply(&body))
+        .await
+        .expect("re-apply");
+    assert_eq!(
+        first.metadata.resource_version,
+        again.metadata.resource_version
+    );
+    let out = drover_tests::fakekube::kubectl_ok(
+        env.kubeconfig_path(),
+        &["get", "configmaps", "-n", &ns, "-l", "app=rt", "-o", "name"],
+        "",
+    );
+    assert_eq!(out.stdout.trim(), "configmap/rt");
+    Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::background())
+        .await
+        .expect("delete namespace");
+}
+
+drover_tests::kube_scenario!(async apply_roundtrip => apply_roundtrip_scenario);
+
+#[tokio::test]
+async fn invalid_names_and_labels_get_422_and_json_patch_works() {
+    let fake = FakeApiServer::start();
+    let client = client(fake.kubeconfig_path()).await;
+    namespace(&client, "app").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "app");
+    let (code, reason, msg) = api_err(
+        cms.patch(
+            "Bad_Name",
+            &ssa("drover"),
+            &Patch::Apply(cm("Bad_Name", json!({}))),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+    assert!(msg.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"), "{msg}");
+    let bad_label = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "l", "labels": {"x": "not valid!"}}});
+    assert_eq!(
+        api_err(
+            cms.patch("l", &ssa("drover"), &Patch::Apply(bad_label))
+                .await
+                .unwrap_err()
+        )
+        .0,
+        422
+    );
+    assert!(
+        fake.object("v1", "ConfigMap", Some("app"), "l").is_none(),
+        "a rejected object is not stored"
+    );
+
+    cms.patch(
+        "j",
+        &ssa("drover"),
+        &Patch::Apply(cm("j", json!({"a": "1"}))),
+    )
+    .await
+    .unwrap();
+    let ops = json!([{"op": "replace", "path": "/data/a", "value": "2"}, {"op": "add", "path": "/data/b", "value": "3"}]);
+    let r = reqwest::Client::new()
+        .patch(format!("{}/api/v1/namespaces/app/configmaps/j", fake.url()))
+        .header("content-type", "application/json-patch+json")
+        .body(ops.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let data = cms.get("j").await.unwrap().data.unwrap();
+    assert_eq!((data["a"].as_str(), data["b"].as_str()), ("2", "3"));
+}

@@ -6,8 +6,11 @@
 //! What it simplifies versus a real API server: `docs/fake-apiserver.md`.
 
 pub mod discovery;
+pub mod env;
 pub mod fields;
 pub mod hooks;
+pub mod jsonpatch;
+pub mod kubectl;
 pub mod managed;
 pub mod openapi;
 pub mod process;
@@ -18,9 +21,12 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod util;
+pub mod validate;
 pub mod watch;
 
+pub use env::KubeEnv;
 pub use hooks::{ErrorRule, RequestRecord};
+pub use kubectl::{kubectl, kubectl_ok};
 pub use process::FakeApiProcess;
 pub use rollout::RolloutMode;
 

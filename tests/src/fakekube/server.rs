@@ -436,11 +436,15 @@ fn resource_op(
                     let (obj, created) = state.apply(&t.res, ns, name, body, &opts)?;
                     Ok(Reply::Json(if created { 201 } else { 200 }, obj))
                 }
+                "application/json-patch+json" => {
+                    let ops = parse_body(bytes, "json")?;
+                    Ok(Reply::Json(200, state.patch_json(&t.res, ns, name, &ops, &opts)?))
+                }
                 "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
                     let patch = parse_body(bytes, "json")?;
                     Ok(Reply::Json(200, state.patch_merge(&t.res, ns, name, &patch, &opts)?))
                 }
-                other => Err(ApiError::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {other:?}; this fake does not implement JSON patch)"))),
+                other => Err(ApiError::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json, application/apply-patch+yaml (got {other:?})"))),
             }
         }
         (&Method::DELETE, Some(name)) => {

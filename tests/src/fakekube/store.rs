@@ -2,13 +2,13 @@
 //! namespace, name), one global resourceVersion counter, and the write paths (create,
 //! update, merge patch, server-side apply, delete) with their Kubernetes semantics.
 
-use super::fields;
 use super::managed;
 use super::resources::{self, ResourceInfo};
 use super::rollout::{self, RolloutMode};
 use super::selector::Selector;
 use super::status::ApiError;
 use super::util::{new_uid, now_rfc3339};
+use super::validate;
 use super::watch::{WatchEvent, Watchers};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -279,6 +279,7 @@ impl State {
                 return Err(ApiError::not_found(&self.builtin[0], nsname));
             }
         }
+        validate::object(res, &name, body)?;
         if res.plural == "customresourcedefinitions" {
             validate_crd(res, &name, body)?;
         }
@@ -609,6 +610,28 @@ impl State {
         Ok(self.finish_update(res, &live, new, opts, false))
     }
 
+    /// PATCH with an RFC 6902 JSON patch.
+    pub fn patch_json(
+        &mut self,
+        res: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        ops: &Value,
+        opts: &WriteOpts,
+    ) -> Result<Value, ApiError> {
+        let live = self.live(res, ns, name)?;
+        let mut new = live.clone();
+        super::jsonpatch::apply(&mut new, ops).map_err(|e| {
+            ApiError::new(
+                422,
+                "Invalid",
+                format!("the server rejected our request due to an error in our request: {e}"),
+            )
+        })?;
+        self.check_identity(res, ns, Some(name), &new)?;
+        Ok(self.finish_update(res, &live, new, opts, false))
+    }
+
     /// PATCH with `application/apply-patch+yaml`: server-side apply. Returns the object
     /// and whether it was created.
     pub fn apply(
@@ -865,6 +888,5 @@ fn validate_crd(res: &ResourceInfo, name: &str, crd: &Value) -> Result<(), ApiEr
             "Invalid value: must have exactly one version marked as storage version",
         ));
     }
-    let _ = fields::display;
     Ok(())
 }
