@@ -24,6 +24,7 @@ pub struct Metrics {
     prunes_refused: Counter,
     drift: Counter,
     verification_failures: Family<Labels, Counter>,
+    health: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -46,6 +47,7 @@ impl Metrics {
             prunes_refused: Counter::default(),
             drift: Counter::default(),
             verification_failures: Family::default(),
+            health: Family::default(),
             registry: Registry::default(),
         };
         registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed)", m.polls.clone());
@@ -61,6 +63,7 @@ impl Metrics {
         registry.register("prunes_refused", "Prunes refused by the safety valve", m.prunes_refused.clone());
         registry.register("drift_corrections", "Objects changed back by a resync of an unchanged bundle", m.drift.clone());
         registry.register("verification_failures", "Bundles refused, by reason", m.verification_failures.clone());
+        registry.register("health", "Health of the applied state after the last apply (1 for the current state: Healthy, Progressing, Degraded)", m.health.clone());
         Metrics { registry, ..m }
     }
 
@@ -80,6 +83,13 @@ impl Metrics {
         self.last_success.set(now as i64);
         self.bundle_info.clear();
         self.bundle_info.get_or_create(&l(&[("source", source), ("digest", digest), ("sequence", &sequence.to_string())])).set(1);
+    }
+
+    /// Sets the health of the applied state (`Healthy`, `Progressing` or `Degraded`).
+    pub fn health(&self, state: &str) {
+        for s in ["Healthy", "Progressing", "Degraded"] {
+            self.health.get_or_create(&l(&[("state", s)])).set(i64::from(s == state));
+        }
     }
 
     /// Counts object outcomes.

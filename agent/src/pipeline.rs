@@ -323,6 +323,7 @@ impl Pipeline {
         state.applied_sequence = Some(req.sequence);
         state.applied_at = Some(now_rfc3339());
         state.health = Some(health.health);
+        self.shared.metrics.health(&health.health.to_string());
         state.inventory = inventory;
         if health.health != Health::Healthy {
             let detail: Vec<String> = health.objects.iter().take(5).map(|o| format!("{}: {}", o.object, o.message)).collect();
