@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Agent benchmarks (issue 4), release mode. Generates its own 1,000-object bundle, starts
+# its own registry on a free loopback port, runs drover-agent against it and stops
+# everything by itself. Prints:
+#   1. peak RSS (VmHWM) of drover-agent from start through the first apply of 1,000 objects
+#      (goal <= 20 MiB)
+#   2. idle RSS (VmRSS) after the first apply and some unchanged polls (goal <= 12 MiB)
+#   3. requests per unchanged poll are proven by tests/tests/agent_resilience.rs
+# Usage: bench/agent.sh [OBJECTS]   (default 1000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-1000}
+cargo build --release -p drover-bundler -p drover-agent --quiet
+DROVER=$PWD/target/release/drover
+AGENT=$PWD/target/release/drover-agent
+WORK=$(mktemp -d)
+REG_PID=""
+AGENT_PID=""
+cleanup() {
+  [[ -n $AGENT_PID ]] && kill "$AGENT_PID" 2>/dev/null
+  [[ -n $REG_PID ]] && kill "$REG_PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+kib() { awk -v k="$1" '$1==k":" {print $2}' "/proc/$AGENT_PID/status"; }
+
+port=$(free_port)
+mkdir -p "$WORK/reg/storage"
+printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\nstorage: {filesystem: {rootdirectory: %s/reg/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$WORK" "$port" > "$WORK/reg/config.yml"
+docker-registry serve "$WORK/reg/config.yml" >"$WORK/reg/log" 2>&1 &
+REG_PID=$!
+for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
+REF="127.0.0.1:$port/fleet/bench:prod"
+
+# Input: N objects, a realistic mix (Deployments, Services, ConfigMaps) across 10 namespaces.
+python3 - "$WORK/in" "$N" <<'PY'
+import os, sys
+out, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(out)
+for i in range(n):
+    ns = f"team-{i % 10}"
+    k = i % 3
+    if k == 0:
+        doc = f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: app-{i}, namespace: {ns}, labels: {{app: app-{i}}}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: app-{i}}}}}
+  template:
+    metadata: {{labels: {{app: app-{i}}}}}
+    spec:
+      containers:
+      - name: main
+        image: registry.example/app:{i}
+        ports: [{{containerPort: 8080}}]
+        env: [{{name: MODE, value: prod}}, {{name: INDEX, value: "{i}"}}]
+        resources: {{requests: {{cpu: 100m, memory: 128Mi}}, limits: {{memory: 256Mi}}}}
+"""
+    elif k == 1:
+        doc = f"""apiVersion: v1
+kind: Service
+metadata: {{name: svc-{i}, namespace: {ns}}}
+spec:
+  selector: {{app: app-{i}}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"""
+    else:
+        doc = f"""apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg-{i}, namespace: {ns}}}
+data:
+  config.yaml: |
+    index: {i}
+    feature_flags: [a, b, c]
+    {"padding: " + "x" * 400}
+"""
+    open(f"{out}/obj-{i}.yaml", "w").write(doc)
+PY
+DROVER_KEY_PASSWORD= "$DROVER" keygen --out-dir "$WORK/keys" >/dev/null 2>&1
+DROVER_KEY_PASSWORD= "$DROVER" push "$WORK/in" "$REF" --plain-http --sequence 1 --cluster-type bench --environment prod --key "$WORK/keys/drover.key" >/dev/null 2>&1
+
+listen="127.0.0.1:$(free_port)"
+"$AGENT" run --source "$REF" --plain-http --trust-key "$WORK/keys/drover.pub" --expect-cluster-type bench \
+  --expect-environment prod --target "dir:$WORK/out" --state-dir "$WORK/state" --listen "$listen" \
+  --interval 1s 2>"$WORK/agent.log" &
+AGENT_PID=$!
+start=$(date +%s.%N)
+for _ in $(seq 600); do curl -fsS "http://$listen/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+end=$(date +%s.%N)
+curl -fsS "http://$listen/readyz" >/dev/null || { echo "agent never became ready"; cat "$WORK/agent.log"; exit 1; }
+files=$(find "$WORK/out/manifests" -type f | wc -l)
+hwm=$(kib VmHWM)
+sleep 5   # a few unchanged polls
+rss=$(kib VmRSS)
+hwm_after=$(kib VmHWM)
+kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; code=$?; AGENT_PID=""
+printf 'objects applied:            %d (files in target)\n' "$files"
+printf 'start -> ready (first apply): %.2f s\n' "$(echo "$end - $start" | bc)"
+printf 'peak RSS through first apply: %.1f MiB (VmHWM; goal <= 20 MiB)\n' "$(echo "$hwm / 1024" | bc -l)"
+printf 'idle RSS after 5 s of polls:  %.1f MiB (VmRSS; goal <= 12 MiB); VmHWM then %.1f MiB\n' "$(echo "$rss / 1024" | bc -l)" "$(echo "$hwm_after / 1024" | bc -l)"
+printf 'SIGTERM exit code:            %d\n' "$code"
