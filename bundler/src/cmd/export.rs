@@ -1,12 +1,168 @@
-//! `drover export` (not implemented yet).
+//! `drover export REF... --out FILE`: writes an OCI archive (DESIGN §7, air gap) holding
+//! every bundle with its config and layer AND its cosign signature manifest and payloads.
+//! Ref names are `<repository>:<tag>` and `<repository>:sha256-<hex>.sig`. The archive
+//! is deterministic: the same references (same digests) give byte-identical files.
 
-use crate::output::OutputFormat;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use drover_proto::digest::signature_tag;
+use drover_proto::layout::Layout;
+use drover_proto::manifest::Manifest;
+use drover_proto::{media, Reference, Repo};
+use serde::Serialize;
+
+use crate::output::{print_json, print_table, OutputFormat};
+use crate::regargs::RegistryArgs;
+
+/// Largest blob export copies (bundles are far smaller; this bounds memory).
+const MAX_BLOB: u64 = 512 << 20;
+/// Largest manifest export copies.
+const MAX_MANIFEST: u64 = 4 << 20;
 
 /// Arguments of `drover export`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Bundles to export, each with a tag: HOST/REPO:TAG (or oci:DIR:<repository>:<tag>).
+    #[arg(required = true, value_name = "REF")]
+    references: Vec<String>,
+    /// The OCI archive to write (replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+#[derive(Serialize)]
+struct Exported {
+    reference: String,
+    ref_name: String,
+    digest: String,
+    signed: bool,
+    signature_layers: usize,
+}
+
+#[derive(Serialize)]
+struct Report {
+    out: String,
+    sha256: String,
+    bundles: Vec<Exported>,
+    blobs: usize,
+}
 
 /// Runs `drover export`.
-pub async fn run(_args: Args, _out: OutputFormat) -> anyhow::Result<()> {
-    anyhow::bail!("drover export is not implemented yet")
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    let client = args.registry.client()?;
+    // Parse everything first: a typo in the last reference must not cost a long copy.
+    let mut sources = Vec::new();
+    for r in &args.references {
+        let parsed = Reference::parse(r)?;
+        let (repo, lookup) = Repo::open(&parsed, &client, false).with_context(|| format!("opening {r}"))?;
+        let tag = match (&parsed, lookup) {
+            (Reference::Registry(rr), Some(_)) if rr.tag.is_some() && rr.digest.is_none() => rr.tag.clone().unwrap_or_default(),
+            (Reference::Registry(_), _) => anyhow::bail!("{r}: export needs a tag (without @digest), e.g. {r}:prod; the tag is kept in the archive"),
+            (_, Some(t)) => t,
+            (_, None) => anyhow::bail!("{r}: name the manifest, oci:DIR:<repository>:<tag>"),
+        };
+        let repository = repo.repository_name();
+        anyhow::ensure!(!repository.is_empty(), "{r}: the repository is unknown; use a registry reference or oci:DIR:<repository>:<tag>");
+        sources.push((r.clone(), repo, repository, tag));
+    }
+    let staging = tempfile::Builder::new().prefix("drover-export-").tempdir().context("creating a staging directory")?;
+    let layout = Layout::create(staging.path())?;
+    let bar = progress(sources.len());
+    let mut exported = Vec::new();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for (r, repo, repository, tag) in &sources {
+        bar.set_message(r.clone());
+        let ref_name = format!("{repository}:{tag}");
+        let (bytes, digest) = repo.manifest(tag, MAX_MANIFEST).await.with_context(|| format!("fetching {r}"))?;
+        if let Some(prev) = names.insert(ref_name.clone(), digest.clone()) {
+            anyhow::ensure!(prev == digest, "{ref_name} is given twice and resolved to {prev} and {digest}");
+        }
+        copy_manifest(repo, &layout, &bytes, &ref_name, r).await?;
+        let sig_tag = signature_tag(&digest);
+        let (signed, signature_layers) = match repo.manifest(&sig_tag, MAX_MANIFEST).await {
+            Ok((sig_bytes, _)) => {
+                let n = copy_manifest(repo, &layout, &sig_bytes, &format!("{repository}:{sig_tag}"), &repo.describe(&sig_tag)).await?;
+                (true, n)
+            }
+            Err(drover_proto::StoreError::NotFound(_)) => (false, 0),
+            Err(e) => return Err(e).with_context(|| format!("looking up the signature {}", repo.describe(&sig_tag))),
+        };
+        if !signed {
+            eprintln!("warning: {r} ({digest}) has no signature; importing it with --key will be refused");
+        }
+        exported.push(Exported { reference: r.clone(), ref_name, digest, signed, signature_layers });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    drover_proto::ocitar::write(staging.path(), &args.out).with_context(|| format!("writing {}", args.out.display()))?;
+    let blobs = std::fs::read_dir(staging.path().join("blobs/sha256")).map(|d| d.count()).unwrap_or(0);
+    let sha256 = file_sha256(&args.out)?;
+    let report = Report { out: args.out.display().to_string(), sha256, bundles: exported, blobs };
+    match out {
+        OutputFormat::Json => print_json(&report),
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = report
+                .bundles
+                .iter()
+                .map(|b| vec![b.ref_name.clone(), b.digest.clone(), if b.signed { format!("{} layer(s)", b.signature_layers) } else { "UNSIGNED".into() }])
+                .collect();
+            print_table(&["REF NAME", "DIGEST", "SIGNATURE"], &rows);
+            println!("wrote {} ({} blobs, sha256:{})", report.out, report.blobs, report.sha256);
+            Ok(())
+        }
+    }
+}
+
+/// Copies a manifest's blobs (config, layers) and the manifest itself into the layout
+/// under `ref_name`; every blob is digest-checked on read. Returns the number of layers.
+async fn copy_manifest(repo: &Repo, layout: &Layout, bytes: &[u8], ref_name: &str, what: &str) -> anyhow::Result<usize> {
+    let m = Manifest::from_slice(bytes).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+    for d in std::iter::once(&m.config).chain(&m.layers) {
+        anyhow::ensure!(d.size <= MAX_BLOB, "{what}: blob {} is {} bytes, over the export limit of {MAX_BLOB}", d.digest, d.size);
+        if layout.has_blob(&d.digest) {
+            continue;
+        }
+        let data = repo.blob(&d.digest, d.size.max(1)).await.with_context(|| format!("{what}: fetching blob {}", d.digest))?;
+        anyhow::ensure!(data.len() as u64 == d.size, "{what}: blob {} is {} bytes, its descriptor says {}", d.digest, data.len(), d.size);
+        layout.write_blob(&data)?;
+    }
+    let media_type = m.media_type.clone().unwrap_or_else(|| media::OCI_MANIFEST.to_string());
+    let mut desc = drover_proto::manifest::Descriptor::of(&media_type, bytes);
+    desc.artifact_type = m.artifact_type.clone();
+    layout.write_blob(bytes)?;
+    layout.set_ref(Some(ref_name), desc)?;
+    Ok(m.layers.len())
+}
+
+fn progress(len: usize) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() || len < 2 {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Hex sha256 of a file, streamed.
+pub fn file_sha256(path: &std::path::Path) -> anyhow::Result<String> {
+    use sha2::Digest;
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
 }
