@@ -5,7 +5,7 @@
 mod kube_support;
 
 use drover_tests::fakekube::{ErrorRule, RolloutMode};
-use kube_support::{Cluster, Env};
+use kube_support::{http_get, Cluster, Env};
 
 scenarios!(deployment_never_ready_is_degraded);
 
@@ -25,6 +25,16 @@ fn deployment_never_ready_is_degraded(env: &Env) {
     assert!(reason.contains("Deployment") && reason.contains("stuck") && reason.contains("not ready after 3s"), "{reason}");
     assert_eq!(env.status()["health"], "Degraded");
     assert!(env.get("configmap", "a").is_some(), "applied objects stay applied");
+    // The running agent reports it in /status and /metrics too.
+    let port = drover_tests::free_port();
+    let mut agent = env.agent_daemon(port, &["--health-timeout", "2s", "--interval", "1h"]);
+    let metrics = kube_support::eventually(30, || http_get(port, "/metrics").filter(|m| m.contains("drover_health{state=\"Degraded\"} 1")));
+    let status = http_get(port, "/status");
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert!(metrics.is_some(), "drover_health{{state=\"Degraded\"}} 1 in /metrics");
+    let status: serde_json::Value = serde_json::from_str(&status.expect("/status answers")).unwrap();
+    assert_eq!(status["health"], "Degraded", "{status:#}");
 }
 
 #[test]

@@ -149,6 +149,23 @@ impl Env {
         run("drover-agent", &args, &[("KUBECONFIG", self.cluster.kubeconfig().to_str().unwrap())])
     }
 
+    /// Starts a long-running `drover-agent run --target kube` serving HTTP on `port`.
+    pub fn agent_daemon(&self, port: u16, extra: &[&str]) -> std::process::Child {
+        let state = self.path("state");
+        let key = self.path("keys/drover.pub");
+        let listen = format!("127.0.0.1:{port}");
+        Command::new(drover_tests::bin("drover-agent"))
+            .args(["run", "--target", "kube", "--source", &self.reference, "--plain-http", "--trust-key", key.to_str().unwrap()])
+            .args(["--state-dir", state.to_str().unwrap(), "--listen", &listen])
+            .args(extra)
+            .env("KUBECONFIG", self.cluster.kubeconfig())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn drover-agent")
+    }
+
     /// Like [`Env::agent`], asserting exit code 0.
     pub fn agent_ok(&self, extra: &[&str]) -> Out {
         let out = self.agent(extra);
@@ -267,6 +284,31 @@ impl Env {
             "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  selector:\n    app: {name}\n  ports:\n  - port: {port}\n    protocol: TCP\n",
             self.ns
         )
+    }
+}
+
+/// A plain HTTP/1.0 GET on loopback; the body, or None when nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+/// Polls `f` every 100 ms until it returns Some, at most `secs` seconds.
+pub fn eventually<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 
