@@ -683,6 +683,49 @@ async fn binary_serves_kube_and_http_hooks() {
             && r["contentType"] == "application/apply-patch+yaml"),
         "{log:?}"
     );
+
+    // Rollout mode and status over HTTP.
+    let r = http
+        .put(format!("{}/fake/rollout/app/web", fake.url()))
+        .json(&json!({"mode": "stuck"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "app");
+    deps.patch("web", &ssa("drover"), &Patch::Apply(deployment("web", 3)))
+        .await
+        .unwrap();
+    assert_eq!(
+        deps.get("web")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .ready_replicas
+            .unwrap_or(0),
+        0
+    );
+    let st = json!({"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3, "availableReplicas": 3});
+    let r = http
+        .put(format!(
+            "{}/fake/status/apis/apps/v1/namespaces/app/deployments/web",
+            fake.url()
+        ))
+        .json(&st)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    assert_eq!(
+        deps.get("web")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .ready_replicas,
+        Some(3)
+    );
 }
 
 /// Runs on the fake and (ignored unless DROVER_E2E_KUBECONFIG + --include-ignored) on a
