@@ -1,0 +1,65 @@
+//! Interop of `drover export` archives with skopeo: `skopeo inspect --raw` reads the
+//! archive, `skopeo copy oci-archive:FILE:<repository>:<tag>` into a registry keeps the
+//! digest, and the copied bundle still verifies once its `.sig` tag is copied too.
+
+use std::process::Command;
+
+use drover_tests::{run_ok, Registry};
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd} must be installed (tests/run.sh installs it): {e}"));
+    assert!(out.status.success(), "{cmd} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sha256(data: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(data)))
+}
+
+#[test]
+fn skopeo_reads_and_copies_exported_archive_keeping_digests() {
+    let reg = Registry::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: web}\n").unwrap();
+    let env = [("DROVER_KEY_PASSWORD", "")];
+    let keys = tmp.path().join("k");
+    run_ok("drover", &["keygen", "--out-dir", keys.to_str().unwrap()], &env);
+    let pushed = run_ok(
+        "drover",
+        &["-o", "json", "push", dir.to_str().unwrap(), &reg.reference("fleet/edge:prod"), "--plain-http", "--key", keys.join("drover.key").to_str().unwrap()],
+        &env,
+    )
+    .json();
+    let digest = pushed["digest"].as_str().unwrap().to_string();
+    let archive = tmp.path().join("bundles.tar");
+    run_ok("drover", &["export", &reg.reference("fleet/edge:prod"), "--out", archive.to_str().unwrap(), "--plain-http"], &[]);
+
+    // skopeo reads the archive by <repository>:<tag>
+    let src = format!("oci-archive:{}:fleet/edge:prod", archive.display());
+    let raw = sh("skopeo", &["inspect", "--raw", &src]);
+    assert_eq!(sha256(raw.as_bytes()), digest);
+
+    // skopeo copy archive -> registry keeps the digest; the .sig tag is copied explicitly
+    let dest = reg.reference("copied/edge:prod");
+    sh("skopeo", &["copy", "--quiet", "--dest-tls-verify=false", &src, &format!("docker://{dest}")]);
+    let copied = sh("skopeo", &["inspect", "--raw", "--tls-verify=false", &format!("docker://{dest}")]);
+    assert_eq!(sha256(copied.as_bytes()), digest);
+    let sig = format!("{}.sig", digest.replace(':', "-"));
+    sh(
+        "skopeo",
+        &[
+            "copy",
+            "--quiet",
+            "--dest-tls-verify=false",
+            &format!("oci-archive:{}:fleet/edge:{sig}", archive.display()),
+            &format!("docker://{}", reg.reference(&format!("copied/edge:{sig}"))),
+        ],
+    );
+    run_ok("drover", &["verify", &dest, "--key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
+    // drover reads the archive directly too
+    let i = run_ok("drover", &["-o", "json", "inspect", &src], &[]).json();
+    assert_eq!(i["digest"], digest.as_str());
+}
