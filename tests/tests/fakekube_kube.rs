@@ -632,6 +632,18 @@ async fn hooks_inject_errors_set_status_and_log_requests() {
             .ready_replicas,
         Some(1)
     );
+    let mut unpullable = deployment("pull", 1);
+    unpullable["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("registry.invalid/app:1");
+    deps.patch("pull", &ssa("drover"), &Patch::Apply(unpullable))
+        .await
+        .unwrap();
+    let st = deps.get("pull").await.unwrap().status.unwrap();
+    assert_eq!(
+        (st.observed_generation, st.ready_replicas.unwrap_or(0)),
+        (Some(1), 0),
+        "a .invalid image never becomes ready"
+    );
     fake.set_rollout_mode(RolloutMode::None);
     deps.patch(
         "plain",
@@ -789,6 +801,14 @@ async fn invalid_names_and_labels_get_422_and_json_patch_works() {
         .0,
         422
     );
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), "app");
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}, {"port": 70000}]}});
+    let (code, _, msg) = api_err(
+        svcs.patch("s", &ssa("drover"), &Patch::Apply(svc))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, msg.as_str()), (422, "Service \"s\" is invalid: spec.ports[1].port: Invalid value: 70000: must be between 1 and 65535, inclusive"));
     assert!(
         fake.object("v1", "ConfigMap", Some("app"), "l").is_none(),
         "a rejected object is not stored"
@@ -812,4 +832,19 @@ async fn invalid_names_and_labels_get_422_and_json_patch_works() {
     assert_eq!(r.status().as_u16(), 200);
     let data = cms.get("j").await.unwrap().data.unwrap();
     assert_eq!((data["a"].as_str(), data["b"].as_str()), ("2", "3"));
+}
+
+#[tokio::test]
+async fn watch_streams_changes_and_drop_does_not_wait_for_it() {
+    use futures::StreamExt;
+    let fake = FakeApiServer::start();
+    let client = client(fake.kubeconfig_path()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut events = cms.watch(&kube::api::WatchParams::default(), "0").await.expect("watch").boxed();
+    cms.patch("w", &ssa("drover"), &Patch::Apply(cm("w", json!({"a": "1"})))).await.unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.next()).await.expect("event in time").expect("stream open").expect("event");
+    assert!(matches!(ev, kube::api::WatchEvent::Added(ref o) if o.metadata.name.as_deref() == Some("w")), "{ev:?}");
+    let t = std::time::Instant::now();
+    drop(fake);
+    assert!(t.elapsed() < Duration::from_secs(3), "stopping took {:?}", t.elapsed());
 }

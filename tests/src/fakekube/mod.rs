@@ -113,11 +113,11 @@ impl FakeApiServer {
                     .expect("tokio runtime");
                 rt.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async move {
-                            let _ = rx.await;
-                        })
-                        .await;
+                    // Not a graceful shutdown: open watches would hold it for minutes.
+                    tokio::select! {
+                        _ = async { axum::serve(listener, app).await } => {}
+                        _ = rx => {}
+                    }
                 });
                 rt.shutdown_timeout(Duration::from_millis(200));
             })?;

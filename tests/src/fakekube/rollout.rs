@@ -37,6 +37,22 @@ pub fn is_workload(res: &ResourceInfo) -> bool {
     )
 }
 
+/// Whether a pod template names an image under the reserved `.invalid` TLD (e.g.
+/// `registry.invalid/app:1`): such a workload never becomes ready, here as on a real
+/// cluster, so one bundle exercises "never ready" on both.
+pub fn unpullable(obj: &Value) -> bool {
+    let spec = &obj["spec"]["template"]["spec"];
+    ["containers", "initContainers"]
+        .iter()
+        .filter_map(|k| spec[k].as_array())
+        .flatten()
+        .filter_map(|c| c["image"].as_str())
+        .any(|img| {
+            let host = img.split('/').next().unwrap_or("");
+            img.contains('/') && host.split(':').next().unwrap_or("").ends_with(".invalid")
+        })
+}
+
 fn replicas(obj: &Value) -> i64 {
     obj["spec"]["replicas"].as_i64().unwrap_or(1)
 }

@@ -394,6 +394,11 @@ impl State {
             .get(&(k.2.clone(), k.3.clone()))
             .copied()
             .unwrap_or(self.settings.rollout_default);
+        let mode = if mode == RolloutMode::Ready && rollout::unpullable(obj) {
+            RolloutMode::Stuck
+        } else {
+            mode
+        };
         let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
         let status = match mode {
             RolloutMode::None => return,

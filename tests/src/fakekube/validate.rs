@@ -51,6 +51,23 @@ pub fn object(res: &ResourceInfo, name: &str, body: &Value) -> Result<(), ApiErr
             &format!("Invalid value: \"{name}\": {msg}"),
         ));
     }
+    if res.group.is_empty() && res.plural == "services" {
+        for (i, p) in body["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(port) = p["port"].as_i64().filter(|n| !(1..=65535).contains(n)) {
+                return Err(ApiError::invalid(
+                    res,
+                    name,
+                    &format!("spec.ports[{i}].port"),
+                    &format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+                ));
+            }
+        }
+    }
     if let Some(labels) = body["metadata"]["labels"].as_object() {
         for (k, v) in labels {
             match v.as_str() {
