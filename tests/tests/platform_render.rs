@@ -219,6 +219,27 @@ fn namespace_templates_are_stamped_per_workload_in_its_namespace() {
     assert!(o.stderr.contains("both use namespace app"), "{}", o.stderr);
 }
 
+#[test]
+fn partials_are_included_by_path_relative_to_the_platform() {
+    let t = tmp();
+    let root = t.path().join("p");
+    base(&root);
+    write(
+        &root,
+        &[
+            ("workloads/app/templates/_labels.j2", "{% macro labels(w) %}{app: {{ w.name }}, ns: {{ w.namespace }}}{% endmacro %}"),
+            (
+                "workloads/app/templates/svc.yaml",
+                "{% import 'workloads/app/templates/_labels.j2' as h %}\napiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: {{ namespace }}\n  labels: {{ h.labels(workload) }}\n",
+            ),
+        ],
+    );
+    let out = t.path().join("out");
+    render_ok(&root, "dev", &out);
+    assert_eq!(object(&out, "edge", "app/Service.core.s.yaml")["metadata"]["labels"], json!({"app": "app", "ns": "app"}));
+    assert!(!out.join("edge/manifests/app").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains("labels")));
+}
+
 /// Writes `files` over a fresh base platform, renders dev, expects failure mentioning each of `want`.
 fn expect_error(files_: &[(&str, &str)], want: &[&str]) {
     let t = tmp();

@@ -51,7 +51,7 @@ pub struct Workload {
     pub selector: LabelSelector,
     /// Default values (the lowest level).
     pub defaults: Map<String, Value>,
-    /// Template names to render (display paths), sorted.
+    /// Template names to render (paths relative to the platform root), sorted.
     pub templates: Vec<String>,
     /// `workload.yaml` display path.
     pub file: String,
@@ -71,7 +71,7 @@ pub struct Platform {
     pub environment_levels: BTreeMap<String, Level>,
     /// Override values by (environment, cluster type).
     pub overrides: BTreeMap<(String, String), Level>,
-    /// Namespace template names (display paths), sorted.
+    /// Namespace template names (paths relative to the platform root), sorted.
     pub namespace_templates: Vec<String>,
     /// Workloads by name.
     pub workloads: BTreeMap<String, Workload>,
@@ -212,10 +212,12 @@ fn is_rendered(rel: &str) -> bool {
 }
 
 /// Describes a MiniJinja error as `FILE:LINE: what` (plus the offending source line).
-pub fn template_error(e: &minijinja::Error) -> String {
+/// Template names are paths relative to the platform root (stable for `include`);
+/// messages show them joined to `root`.
+pub fn template_error(e: &minijinja::Error, root: &Path) -> String {
     let mut s = match (e.name(), e.line()) {
-        (Some(n), Some(l)) => format!("{n}:{l}: {}", e.kind()),
-        (Some(n), None) => format!("{n}: {}", e.kind()),
+        (Some(n), Some(l)) => format!("{}:{l}: {}", root.join(n).display(), e.kind()),
+        (Some(n), None) => format!("{}: {}", root.join(n).display(), e.kind()),
         _ => e.kind().to_string(),
     };
     if let Some(d) = e.detail() {
@@ -345,10 +347,10 @@ impl Platform {
             let mut files = Vec::new();
             files_recursive(root, "namespace", &mut files)?;
             for rel in files {
-                let (name, text) = read_text(root, &rel)?;
-                env.add_template_owned(name.clone(), text).map_err(|e| PlatformError::Template(template_error(&e)))?;
+                let (_, text) = read_text(root, &rel)?;
+                env.add_template_owned(rel.clone(), text).map_err(|e| PlatformError::Template(template_error(&e, root)))?;
                 if is_rendered(&rel) {
-                    namespace_templates.push(name);
+                    namespace_templates.push(rel);
                 }
             }
         }
@@ -381,10 +383,10 @@ impl Platform {
                 let mut files = Vec::new();
                 files_recursive(root, &tdir, &mut files)?;
                 for rel in files {
-                    let (name, text) = read_text(root, &rel)?;
-                    env.add_template_owned(name.clone(), text).map_err(|e| PlatformError::Template(template_error(&e)))?;
+                    let (_, text) = read_text(root, &rel)?;
+                    env.add_template_owned(rel.clone(), text).map_err(|e| PlatformError::Template(template_error(&e, root)))?;
                     if is_rendered(&rel) {
-                        templates.push(name);
+                        templates.push(rel);
                     }
                 }
             }

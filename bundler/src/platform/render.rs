@@ -117,11 +117,12 @@ impl Platform {
                 "clusterType": {"name": t.name, "labels": t.labels},
                 "environment": {"name": env},
             })));
-            let stamped = self.namespace_templates.iter().map(|n| (n, format!("{n} [workload {}]", w.name)));
-            let own = w.templates.iter().map(|n| (n, n.clone()));
+            let shown = |n: &str| self.root.join(n).display().to_string();
+            let stamped = self.namespace_templates.iter().map(|n| (n, format!("{} [workload {}]", shown(n), w.name)));
+            let own = w.templates.iter().map(|n| (n, shown(n)));
             for (name, label) in own.chain(stamped) {
-                let tmpl = self.env.get_template(name).map_err(|e| within(template_error(&e)))?;
-                let text = tmpl.render(&ctx).map_err(|e| within(template_error(&e)))?;
+                let tmpl = self.env.get_template(name).map_err(|e| within(template_error(&e, &self.root)))?;
+                let text = tmpl.render(&ctx).map_err(|e| within(template_error(&e, &self.root)))?;
                 collector.add_document_text(&label, &text).map_err(|e| within(with_rendered_line(&e, &text)))?;
                 owners.insert(label, (&w.name, &w.namespace));
             }
