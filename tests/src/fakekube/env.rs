@@ -105,7 +105,7 @@ macro_rules! kube_scenario {
                 super::$body($crate::fakekube::KubeEnv::fake()).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            #[ignore = "real cluster: set DROVER_E2E_KUBECONFIG and run with --include-ignored"]
+            #[ignore = "real cluster: set DROVER_E2E_KUBECONFIG and run with --ignored"]
             async fn real_cluster() {
                 super::$body($crate::fakekube::KubeEnv::real()).await
             }
@@ -118,7 +118,7 @@ macro_rules! kube_scenario {
                 super::$body($crate::fakekube::KubeEnv::fake())
             }
             #[test]
-            #[ignore = "real cluster: set DROVER_E2E_KUBECONFIG and run with --include-ignored"]
+            #[ignore = "real cluster: set DROVER_E2E_KUBECONFIG and run with --ignored"]
             fn real_cluster() {
                 super::$body($crate::fakekube::KubeEnv::real())
             }
