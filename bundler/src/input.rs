@@ -367,7 +367,8 @@ pub fn load_dir_with_limits(dir: &Path, extra: &[String], limits: InputLimits) -
             return Err(InputError::FileTooLarge { path: label, size, limit: limits.max_file_bytes });
         }
         let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
-        let text = String::from_utf8(bytes).map_err(|e| InputError::NotUtf8 { path: label.clone(), offset: e.utf8_error().valid_up_to() })?;
+        let text =
+            String::from_utf8(bytes).map_err(|e| InputError::NotUtf8 { path: label.clone(), offset: e.utf8_error().valid_up_to() })?;
         c.add_document_text(&label, &text)?;
     }
     let done = c.finish_with_sources()?;
@@ -456,7 +457,9 @@ fn identity(v: &Value) -> Result<ObjectRef, String> {
             && !ns.starts_with('-')
             && !ns.ends_with('-');
         if !ok {
-            return Err(format!("{kind} {name}: metadata.namespace {ns:?} is not a valid namespace (lowercase letters, digits, '-', at most 63)"));
+            return Err(format!(
+                "{kind} {name}: metadata.namespace {ns:?} is not a valid namespace (lowercase letters, digits, '-', at most 63)"
+            ));
         }
     }
     Ok(ObjectRef { api_version, kind, namespace, name })
@@ -476,7 +479,9 @@ fn yaml_to_json(y: &serde_yaml_ng::Value) -> Result<Value, String> {
                 Value::from(u)
             } else {
                 let f = n.as_f64().unwrap_or(f64::NAN);
-                serde_json::Number::from_f64(f).map(Value::Number).ok_or_else(|| format!("the number {n} cannot be represented in JSON (Kubernetes objects are JSON)"))?
+                serde_json::Number::from_f64(f)
+                    .map(Value::Number)
+                    .ok_or_else(|| format!("the number {n} cannot be represented in JSON (Kubernetes objects are JSON)"))?
             }
         }
         Y::String(s) => Value::String(s.clone()),
@@ -523,8 +528,10 @@ mod tests {
 
     #[test]
     fn canonical_ignores_key_order() {
-        let a = collect(&[("a", "kind: ConfigMap\napiVersion: v1\nmetadata:\n  namespace: x\n  name: a\ndata: {b: '1', a: '2'}\n")], &[]).unwrap();
-        let b = collect(&[("b", "apiVersion: v1\nmetadata: {name: a, namespace: x}\nkind: ConfigMap\ndata: {a: '2', b: '1'}\n")], &[]).unwrap();
+        let a = collect(&[("a", "kind: ConfigMap\napiVersion: v1\nmetadata:\n  namespace: x\n  name: a\ndata: {b: '1', a: '2'}\n")], &[])
+            .unwrap();
+        let b =
+            collect(&[("b", "apiVersion: v1\nmetadata: {name: a, namespace: x}\nkind: ConfigMap\ndata: {a: '2', b: '1'}\n")], &[]).unwrap();
         assert_eq!(a, b);
     }
 
@@ -532,7 +539,9 @@ mod tests {
     fn errors_name_file_and_document() {
         let e = collect(&[("f.yaml", "a: 1\n---\n- x\n")], &[]).unwrap_err().to_string();
         assert!(e.contains("f.yaml (document 1)"), "{e}");
-        let e = collect(&[("f.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\n---\n- x\n")], &[]).unwrap_err().to_string();
+        let e = collect(&[("f.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\n---\n- x\n")], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("f.yaml (document 2)") && e.contains("not an object"), "{e}");
         let e = collect(&[("f.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")], &[]).unwrap_err().to_string();
         assert!(e.contains("no metadata.namespace") && e.contains("f.yaml"), "{e}");
@@ -560,7 +569,14 @@ mod tests {
 
     #[test]
     fn yaml11_lookalikes_stay_strings() {
-        let m = collect(&[("f", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\ndata: {a: 'on', b: 'yes', c: '0123', d: 'null'}\n")], &[]).unwrap();
+        let m = collect(
+            &[(
+                "f",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\ndata: {a: 'on', b: 'yes', c: '0123', d: 'null'}\n",
+            )],
+            &[],
+        )
+        .unwrap();
         let y = String::from_utf8(m.values().next().unwrap().clone()).unwrap();
         let back = drover_proto::bundle::parse_single_object(y.as_bytes()).unwrap();
         assert_eq!(back["data"]["a"], "on");

@@ -20,7 +20,11 @@ fn catalog(reg: &Registry) -> String {
 
 fn input(dir: &Path, name: &str) {
     std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("cm.yaml"), format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: web}}\ndata: {{k: v}}\n")).unwrap();
+    std::fs::write(
+        dir.join("cm.yaml"),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: web}}\ndata: {{k: v}}\n"),
+    )
+    .unwrap();
 }
 
 fn tar_cmd(args: &[&str]) {
@@ -47,10 +51,21 @@ impl Setup {
         input(&self.tmp.path().join(name), name);
         let r = self.src.reference(reference);
         let key = self.p("k/drover.key");
-        let mut args = vec!["-o", "json", "push", &self.tmp.path().join(name).to_str().unwrap().to_string(), &r, "--plain-http", "--sequence", "9", "--environment", "dev"]
-            .into_iter()
-            .map(String::from)
-            .collect::<Vec<_>>();
+        let mut args = vec![
+            "-o",
+            "json",
+            "push",
+            &self.tmp.path().join(name).to_str().unwrap().to_string(),
+            &r,
+            "--plain-http",
+            "--sequence",
+            "9",
+            "--environment",
+            "dev",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
         if sign {
             args.extend(["--key".to_string(), key]);
         }
@@ -91,7 +106,13 @@ fn export_import_keeps_digests_tags_and_signatures() {
     std::fs::create_dir_all(&x).unwrap();
     tar_cmd(&["-xf", &a, "-C", &x]);
     let index = std::fs::read_to_string(Path::new(&x).join("index.json")).unwrap();
-    for name in ["fleet/edge:dev", "fleet/edge:dev-9", "fleet/core:dev", &format!("fleet/edge:{}.sig", edge.replace(':', "-")), &format!("fleet/core:{}.sig", core.replace(':', "-"))] {
+    for name in [
+        "fleet/edge:dev",
+        "fleet/edge:dev-9",
+        "fleet/core:dev",
+        &format!("fleet/edge:{}.sig", edge.replace(':', "-")),
+        &format!("fleet/core:{}.sig", core.replace(':', "-")),
+    ] {
         assert!(index.contains(&format!("\"org.opencontainers.image.ref.name\":\"{name}\"")), "{name} missing:\n{index}");
     }
 
@@ -206,7 +227,10 @@ fn bad_archives_are_refused_and_push_nothing() {
 
     let nosig = variant("no-signature", &|d| {
         let mut idx = index(d);
-        idx["manifests"].as_array_mut().unwrap().retain(|m| !m["annotations"]["org.opencontainers.image.ref.name"].as_str().unwrap().ends_with(".sig"));
+        idx["manifests"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|m| !m["annotations"]["org.opencontainers.image.ref.name"].as_str().unwrap().ends_with(".sig"));
         std::fs::write(d.join("index.json"), serde_json::to_vec(&idx).unwrap()).unwrap();
     });
     check(&nosig, &["fleet/edge:dev", "not signed"]);

@@ -58,11 +58,27 @@ fn every_bad_input_is_refused_and_writes_nothing() {
     refused(&reg, &case(root, "broken", &[("sub/broken.yaml", broken.as_bytes())]), &["sub/broken.yaml", "document 2", "invalid YAML"]);
 
     refused(&reg, &case(root, "scalar", &[("list.yaml", b"- a\n- b\n")]), &["list.yaml", "document 1", "not an object"]);
-    refused(&reg, &case(root, "listitem", &[("l.yaml", b"apiVersion: v1\nkind: List\nitems:\n- 3\n")]), &["l.yaml", "item 1", "not an object"]);
+    refused(
+        &reg,
+        &case(root, "listitem", &[("l.yaml", b"apiVersion: v1\nkind: List\nitems:\n- 3\n")]),
+        &["l.yaml", "item 1", "not an object"],
+    );
 
-    refused(&reg, &case(root, "noapi", &[("a.yaml", b"kind: ConfigMap\nmetadata: {name: a, namespace: web}\n")]), &["a.yaml", "missing apiVersion"]);
-    refused(&reg, &case(root, "nokind", &[("k.yaml", b"apiVersion: v1\nmetadata: {name: a, namespace: web}\n")]), &["k.yaml", "missing kind"]);
-    refused(&reg, &case(root, "noname", &[("n.yml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: web}\n")]), &["n.yml", "missing metadata.name"]);
+    refused(
+        &reg,
+        &case(root, "noapi", &[("a.yaml", b"kind: ConfigMap\nmetadata: {name: a, namespace: web}\n")]),
+        &["a.yaml", "missing apiVersion"],
+    );
+    refused(
+        &reg,
+        &case(root, "nokind", &[("k.yaml", b"apiVersion: v1\nmetadata: {name: a, namespace: web}\n")]),
+        &["k.yaml", "missing kind"],
+    );
+    refused(
+        &reg,
+        &case(root, "noname", &[("n.yml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: web}\n")]),
+        &["n.yml", "missing metadata.name"],
+    );
     refused(
         &reg,
         &case(root, "nons", &[("d.yaml", b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api}\n")]),
@@ -78,7 +94,11 @@ fn every_bad_input_is_refused_and_writes_nothing() {
         &["defined twice", "a/one.yaml (document 1)", "b/two.yaml (document 1)"],
     );
 
-    refused(&reg, &case(root, "latin1", &[("bad.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xe9, namespace: web}\n")]), &["bad.yaml", "not UTF-8"]);
+    refused(
+        &reg,
+        &case(root, "latin1", &[("bad.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xe9, namespace: web}\n")]),
+        &["bad.yaml", "not UTF-8"],
+    );
 
     let mut big = CM.as_bytes().to_vec();
     big.extend(std::iter::repeat_n(b'#', 33 << 20));

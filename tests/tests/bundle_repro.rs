@@ -11,7 +11,10 @@ const FILES: &[(&str, &str)] = &[
     ("a/deploy.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: web}\nspec: {replicas: 3}\n"),
     ("a/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: web}\nspec:\n  ports:\n  - port: 80\n"),
     ("b/ns.yml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: web}\n"),
-    ("c/d/e/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: web}\ndata:\n  script: |\n    #!/bin/sh\n    echo hi\n"),
+    (
+        "c/d/e/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: web}\ndata:\n  script: |\n    #!/bin/sh\n    echo hi\n",
+    ),
     ("z.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z, namespace: web}\n"),
 ];
 
@@ -53,7 +56,11 @@ fn same_digest_whatever_mtimes_and_creation_order() {
     // reformatting (flow vs block style, key order, comments) does not change the digest
     let three = tmp.path().join("three");
     make(&three, &[1, 2, 3, 4], SystemTime::now());
-    std::fs::write(three.join("a/deploy.yaml"), "# comment\nspec:\n  replicas: 3\nmetadata:\n  namespace: web\n  name: api\nkind: Deployment\napiVersion: apps/v1\n").unwrap();
+    std::fs::write(
+        three.join("a/deploy.yaml"),
+        "# comment\nspec:\n  replicas: 3\nmetadata:\n  namespace: web\n  name: api\nkind: Deployment\napiVersion: apps/v1\n",
+    )
+    .unwrap();
     assert_eq!(build(&three, &tmp.path().join("l3"), &[], &[]), d1);
 
     // a content change does
@@ -83,7 +90,18 @@ fn created_sequence_and_registry_agree() {
     let reg = Registry::start();
     let p = run_ok(
         "drover",
-        &["-o", "json", "push", dir.to_str().unwrap(), &reg.reference("r/edge:x"), "--plain-http", "--sequence", "5", "--cluster-type", "edge"],
+        &[
+            "-o",
+            "json",
+            "push",
+            dir.to_str().unwrap(),
+            &reg.reference("r/edge:x"),
+            "--plain-http",
+            "--sequence",
+            "5",
+            "--cluster-type",
+            "edge",
+        ],
         &[],
     )
     .json();

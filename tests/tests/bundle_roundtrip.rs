@@ -115,7 +115,12 @@ fn build_push_pull_inspect_diff() {
 
     // pull by history tag: one file per object, exactly the indexed paths
     let pulled = tmp.path().join("pulled");
-    let pj = run_ok("drover", &["-o", "json", "pull", &reg.reference("fleet/edge-small:dev-42"), "--out", pulled.to_str().unwrap(), "--plain-http"], &[]).json();
+    let pj = run_ok(
+        "drover",
+        &["-o", "json", "pull", &reg.reference("fleet/edge-small:dev-42"), "--out", pulled.to_str().unwrap(), "--plain-http"],
+        &[],
+    )
+    .json();
     assert_eq!(pj["digest"], digest.as_str());
     let mut files = Vec::new();
     collect_files(&pulled, &pulled, &mut files);
@@ -182,13 +187,20 @@ fn push_with_key_signs_before_moving_the_channel() {
     )
     .json();
     let digest = p["digest"].as_str().unwrap();
-    assert!(p["signature"]["signatureReference"].as_str().or(p["signature"]["signature_reference"].as_str()).unwrap().contains(".sig"), "{p}");
+    assert!(
+        p["signature"]["signatureReference"].as_str().or(p["signature"]["signature_reference"].as_str()).unwrap().contains(".sig"),
+        "{p}"
+    );
     let v = run("drover", &["verify", &target, "--key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
     assert_eq!(v.code, 0, "verify after push --key:\n{}\n{}", v.stdout, v.stderr);
     assert!(v.stdout.contains(digest) || v.stderr.contains(digest) || v.code == 0);
     // a wrong password writes nothing (key loaded before any push)
     let other = reg.reference("fleet/unsigned:prod");
-    let r = run("drover", &["push", src.to_str().unwrap(), &other, "--plain-http", "--key", key.to_str().unwrap()], &[("DROVER_KEY_PASSWORD", "wrong")]);
+    let r = run(
+        "drover",
+        &["push", src.to_str().unwrap(), &other, "--plain-http", "--key", key.to_str().unwrap()],
+        &[("DROVER_KEY_PASSWORD", "wrong")],
+    );
     assert_ne!(r.code, 0);
     let i = run("drover", &["inspect", &other, "--plain-http"], &[]);
     assert_ne!(i.code, 0, "nothing was pushed:\n{}", i.stdout);

@@ -29,7 +29,16 @@ fn skopeo_reads_and_copies_exported_archive_keeping_digests() {
     run_ok("drover", &["keygen", "--out-dir", keys.to_str().unwrap()], &env);
     let pushed = run_ok(
         "drover",
-        &["-o", "json", "push", dir.to_str().unwrap(), &reg.reference("fleet/edge:prod"), "--plain-http", "--key", keys.join("drover.key").to_str().unwrap()],
+        &[
+            "-o",
+            "json",
+            "push",
+            dir.to_str().unwrap(),
+            &reg.reference("fleet/edge:prod"),
+            "--plain-http",
+            "--key",
+            keys.join("drover.key").to_str().unwrap(),
+        ],
         &env,
     )
     .json();

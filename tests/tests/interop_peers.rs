@@ -35,7 +35,18 @@ fn skopeo_reads_pushed_manifest_and_copies_layout_keeping_digest() {
     input(&src);
     let pushed = run_ok(
         "drover",
-        &["-o", "json", "push", src.to_str().unwrap(), &reg.reference("fleet/edge:dev"), "--plain-http", "--sequence", "3", "--environment", "dev"],
+        &[
+            "-o",
+            "json",
+            "push",
+            src.to_str().unwrap(),
+            &reg.reference("fleet/edge:dev"),
+            "--plain-http",
+            "--sequence",
+            "3",
+            "--environment",
+            "dev",
+        ],
         &[],
     )
     .json();
@@ -57,7 +68,18 @@ fn skopeo_reads_pushed_manifest_and_copies_layout_keeping_digest() {
     let layout = tmp.path().join("layout");
     let built = run_ok(
         "drover",
-        &["-o", "json", "build", src.to_str().unwrap(), "--out", &format!("oci:{}:v1", layout.display()), "--sequence", "3", "--environment", "dev"],
+        &[
+            "-o",
+            "json",
+            "build",
+            src.to_str().unwrap(),
+            "--out",
+            &format!("oci:{}:v1", layout.display()),
+            "--sequence",
+            "3",
+            "--environment",
+            "dev",
+        ],
         &[],
     )
     .json();

@@ -78,7 +78,8 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
 async fn compare(args: &Args) -> anyhow::Result<Report> {
     let a = load_side(&args.a, args).await?;
     let b = load_side(&args.b, args).await?;
-    let mut report = Report { a: a.label.clone(), b: b.label.clone(), equal: true, added: vec![], removed: vec![], changed: vec![], unchanged: 0 };
+    let mut report =
+        Report { a: a.label.clone(), b: b.label.clone(), equal: true, added: vec![], removed: vec![], changed: vec![], unchanged: 0 };
     for (k, (id, ya)) in &a.objects {
         match b.objects.get(k) {
             None => report.removed.push(id.clone()),
@@ -141,14 +142,7 @@ fn print(r: &Report, out: OutputFormat) -> anyhow::Result<()> {
     for c in &r.changed {
         writeln!(s, "changed  {}", c.object)?;
     }
-    writeln!(
-        s,
-        "{} added, {} removed, {} changed, {} unchanged",
-        r.added.len(),
-        r.removed.len(),
-        r.changed.len(),
-        r.unchanged
-    )?;
+    writeln!(s, "{} added, {} removed, {} changed, {} unchanged", r.added.len(), r.removed.len(), r.changed.len(), r.unchanged)?;
     for c in &r.changed {
         writeln!(s)?;
         write!(s, "{}", c.diff)?;

@@ -62,7 +62,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         let (repo, lookup) = Repo::open(&parsed, &client, false).with_context(|| format!("opening {r}"))?;
         let tag = match (&parsed, lookup) {
             (Reference::Registry(rr), Some(_)) if rr.tag.is_some() && rr.digest.is_none() => rr.tag.clone().unwrap_or_default(),
-            (Reference::Registry(_), _) => anyhow::bail!("{r}: export needs a tag (without @digest), e.g. {r}:prod; the tag is kept in the archive"),
+            (Reference::Registry(_), _) => {
+                anyhow::bail!("{r}: export needs a tag (without @digest), e.g. {r}:prod; the tag is kept in the archive")
+            }
             (_, Some(t)) => t,
             (_, None) => anyhow::bail!("{r}: name the manifest, oci:DIR:<repository>:<tag>"),
         };
@@ -109,7 +111,13 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             let rows: Vec<Vec<String>> = report
                 .bundles
                 .iter()
-                .map(|b| vec![b.ref_name.clone(), b.digest.clone(), if b.signed { format!("{} layer(s)", b.signature_layers) } else { "UNSIGNED".into() }])
+                .map(|b| {
+                    vec![
+                        b.ref_name.clone(),
+                        b.digest.clone(),
+                        if b.signed { format!("{} layer(s)", b.signature_layers) } else { "UNSIGNED".into() },
+                    ]
+                })
                 .collect();
             print_table(&["REF NAME", "DIGEST", "SIGNATURE"], &rows);
             println!("wrote {} ({} blobs, sha256:{})", report.out, report.blobs, report.sha256);

@@ -129,7 +129,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         if repo.resolve(&e.tag).await? == Some(e.desc.digest.clone()) {
             actions.insert(i, "unchanged");
         } else {
-            repo.put_manifest(e.bytes.clone(), &e.desc.media_type, None).await.with_context(|| format!("pushing {}", repo.describe(&e.desc.digest)))?;
+            repo.put_manifest(e.bytes.clone(), &e.desc.media_type, None)
+                .await
+                .with_context(|| format!("pushing {}", repo.describe(&e.desc.digest)))?;
         }
     }
     for (i, e) in entries.iter().enumerate() {
@@ -138,7 +140,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         let action = match repo.resolve(&e.tag).await? {
             Some(d) if d == e.desc.digest => "unchanged",
             None => {
-                repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag)).await.with_context(|| format!("pushing {}", repo.describe(&e.tag)))?;
+                repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
+                    .await
+                    .with_context(|| format!("pushing {}", repo.describe(&e.tag)))?;
                 "pushed"
             }
             Some(_) => {
@@ -147,7 +151,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
                 for l in &e.manifest.layers {
                     layers.push((l.clone(), layout.read_blob(&l.digest, l.size)?));
                 }
-                trust::append_signature_layers(&repo, signed, layers).await.with_context(|| format!("merging signatures into {}", repo.describe(&e.tag)))?;
+                trust::append_signature_layers(&repo, signed, layers)
+                    .await
+                    .with_context(|| format!("merging signatures into {}", repo.describe(&e.tag)))?;
                 "merged"
             }
         };
@@ -158,7 +164,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             continue;
         }
         let repo = dst(&e.repository)?;
-        repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag)).await.with_context(|| format!("tagging {}", repo.describe(&e.tag)))?;
+        repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
+            .await
+            .with_context(|| format!("tagging {}", repo.describe(&e.tag)))?;
         actions.insert(i, "pushed");
     }
     for (i, e) in entries.iter().enumerate() {
@@ -176,7 +184,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             let rows: Vec<Vec<String>> = report
                 .manifests
                 .iter()
-                .map(|m| vec![m.reference.clone(), m.digest.clone(), m.action.to_string(), if m.verified { "yes".into() } else { "-".into() }])
+                .map(|m| {
+                    vec![m.reference.clone(), m.digest.clone(), m.action.to_string(), if m.verified { "yes".into() } else { "-".into() }]
+                })
                 .collect();
             print_table(&["REFERENCE", "DIGEST", "ACTION", "VERIFIED"], &rows);
             println!("blobs: {} uploaded, {} already present", report.blobs_uploaded, report.blobs_present);
@@ -195,7 +205,11 @@ fn read_entries(layout: &Layout, file: &Path, prefix: &str) -> anyhow::Result<Ve
     let mut checked = BTreeSet::new();
     for desc in index.manifests {
         let ref_name = desc.annotations.get(media::ANN_REF_NAME).cloned().ok_or_else(|| {
-            anyhow::anyhow!("{name}: index entry {} has no {} annotation; archives written by `drover export` name every manifest <repository>:<tag>", desc.digest, media::ANN_REF_NAME)
+            anyhow::anyhow!(
+                "{name}: index entry {} has no {} annotation; archives written by `drover export` name every manifest <repository>:<tag>",
+                desc.digest,
+                media::ANN_REF_NAME
+            )
         })?;
         let (repository, tag) = ref_name
             .rsplit_once(':')
@@ -209,18 +223,20 @@ fn read_entries(layout: &Layout, file: &Path, prefix: &str) -> anyhow::Result<Ve
         );
         anyhow::ensure!(desc.size <= MAX_MANIFEST, "{name}: manifest {ref_name} is over {MAX_MANIFEST} bytes");
         let bytes = layout.read_blob(&desc.digest, MAX_MANIFEST).with_context(|| format!("{name}: manifest of {ref_name}"))?;
-        anyhow::ensure!(bytes.len() as u64 == desc.size, "{name}: manifest of {ref_name} is {} bytes, the index says {}", bytes.len(), desc.size);
+        anyhow::ensure!(
+            bytes.len() as u64 == desc.size,
+            "{name}: manifest of {ref_name} is {} bytes, the index says {}",
+            bytes.len(),
+            desc.size
+        );
         let manifest = Manifest::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{name}: manifest of {ref_name}: {e}"))?;
         for d in std::iter::once(&manifest.config).chain(&manifest.layers) {
             if checked.insert(d.digest.clone()) {
                 check_blob(layout, d).with_context(|| format!("{name}: {ref_name}"))?;
             }
         }
-        let signs = tag
-            .strip_prefix("sha256-")
-            .and_then(|h| h.strip_suffix(".sig"))
-            .map(|h| format!("sha256:{h}"))
-            .filter(|d| is_valid_digest(d));
+        let signs =
+            tag.strip_prefix("sha256-").and_then(|h| h.strip_suffix(".sig")).map(|h| format!("sha256:{h}")).filter(|d| is_valid_digest(d));
         entries.push(Entry { repository: repository.to_string(), tag: tag.to_string(), desc, bytes, manifest, signs });
     }
     Ok(entries)

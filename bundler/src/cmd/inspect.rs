@@ -82,7 +82,14 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
                 vec!["source".into(), dash(&info.source.repository)],
                 vec!["revision".into(), dash(&info.source.revision)],
                 vec!["created".into(), dash(info.created.as_deref().unwrap_or(""))],
-                vec!["signature".into(), if info.signed { format!("present at {} (not verified; use drover verify)", info.signature_tag) } else { "none".into() }],
+                vec![
+                    "signature".into(),
+                    if info.signed {
+                        format!("present at {} (not verified; use drover verify)", info.signature_tag)
+                    } else {
+                        "none".into()
+                    },
+                ],
                 vec!["mass prune".into(), if info.allow_mass_prune { "allowed".into() } else { "no".into() }],
                 vec!["content".into(), format!("{} ({} bytes)", info.layer.digest, info.layer.size)],
                 vec!["objects".into(), c.objects.len().to_string()],

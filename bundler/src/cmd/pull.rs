@@ -99,7 +99,10 @@ fn write_tree(dir: &Path, objects: &[BundleObject]) -> anyhow::Result<()> {
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-    let tmp = tempfile::Builder::new().prefix(".drover-pull-").tempdir_in(&parent).with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".drover-pull-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
     for o in objects {
         // Paths were checked by open_content (manifests/..., no '..', no absolute paths).
         let p = tmp.path().join(&o.path);

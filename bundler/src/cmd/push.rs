@@ -33,7 +33,10 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             anyhow::ensure!(r.digest.is_none(), "{}: cannot push to a digest; give a tag, e.g. {}:dev", args.reference, r.repository_url());
             r.tag.clone().ok_or_else(|| anyhow::anyhow!("{}: give a tag (the channel), e.g. {}:dev", args.reference, r.repository_url()))?
         }
-        _ => anyhow::bail!("{}: push goes to a registry (HOST[:PORT]/REPO:TAG); to write a layout use `drover build --out oci:DIR:TAG`", args.reference),
+        _ => anyhow::bail!(
+            "{}: push goes to a registry (HOST[:PORT]/REPO:TAG); to write a layout use `drover build --out oci:DIR:TAG`",
+            args.reference
+        ),
     };
     // Everything that can fail on input (YAML, flags, key, password) fails before any write.
     let built = args.bundle.build()?;
