@@ -840,11 +840,71 @@ async fn watch_streams_changes_and_drop_does_not_wait_for_it() {
     let fake = FakeApiServer::start();
     let client = client(fake.kubeconfig_path()).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let mut events = cms.watch(&kube::api::WatchParams::default(), "0").await.expect("watch").boxed();
-    cms.patch("w", &ssa("drover"), &Patch::Apply(cm("w", json!({"a": "1"})))).await.unwrap();
-    let ev = tokio::time::timeout(Duration::from_secs(5), events.next()).await.expect("event in time").expect("stream open").expect("event");
-    assert!(matches!(ev, kube::api::WatchEvent::Added(ref o) if o.metadata.name.as_deref() == Some("w")), "{ev:?}");
+    let mut events = cms
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    cms.patch(
+        "w",
+        &ssa("drover"),
+        &Patch::Apply(cm("w", json!({"a": "1"}))),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("event in time")
+        .expect("stream open")
+        .expect("event");
+    assert!(
+        matches!(ev, kube::api::WatchEvent::Added(ref o) if o.metadata.name.as_deref() == Some("w")),
+        "{ev:?}"
+    );
     let t = std::time::Instant::now();
     drop(fake);
-    assert!(t.elapsed() < Duration::from_secs(3), "stopping took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "stopping took {:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn lease_updates_use_optimistic_concurrency() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let fake = FakeApiServer::start();
+    let client = client(fake.kubeconfig_path()).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "drover-leader"}, "spec": {"holderIdentity": "pod-a", "leaseDurationSeconds": 15}})).unwrap();
+    let created = leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create lease");
+    let mut a = created.clone();
+    a.spec.as_mut().unwrap().holder_identity = Some("pod-a".into());
+    a.spec.as_mut().unwrap().lease_transitions = Some(1);
+    let renewed = leases
+        .replace("drover-leader", &PostParams::default(), &a)
+        .await
+        .expect("holder renews");
+    let mut b = created; // stale resourceVersion
+    b.spec.as_mut().unwrap().holder_identity = Some("pod-b".into());
+    let (code, reason, msg) = api_err(
+        leases
+            .replace("drover-leader", &PostParams::default(), &b)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    assert!(msg.starts_with("Operation cannot be fulfilled on leases.coordination.k8s.io \"drover-leader\": the object has been modified"), "{msg}");
+    assert_eq!(
+        leases
+            .get("drover-leader")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version,
+        renewed.metadata.resource_version
+    );
 }
