@@ -63,7 +63,11 @@ fn update_changes_and_adds(env: &Env) {
 }
 
 fn drift_corrected_on_resync(env: &Env) {
-    let digest = env.push(&[env.namespace(), env.configmap("settings", "1", &[]), env.configmap("other", "o", &[])], &[]);
+    // Four ConfigMaps: their versions come from one labelled LIST (the GET-free path).
+    let digest = env.push(
+        &[env.namespace(), env.configmap("settings", "1", &[]), env.configmap("other", "o", &[]), env.configmap("x1", "1", &[]), env.configmap("x2", "2", &[])],
+        &[],
+    );
     env.agent_ok(&[]);
     // Another manager (kubectl, merge patch) edits a field drover applied.
     env.kubectl_ok(&["patch", "configmap", "settings", "-n", &env.ns, "--type", "merge", "-p", r#"{"data":{"value":"tampered"}}"#]);

@@ -8,14 +8,17 @@
 //! compared with the one the apply returns. The API server does not write (and does not
 //! bump `resourceVersion`) when an apply changes nothing, so a new version means the
 //! apply changed the object: `Configured` (on a resync of an unchanged bundle, a drift
-//! correction). A missing object is `Created`.
+//! correction). A missing object is `Created`. The versions come from one LIST (label
+//! `app.kubernetes.io/managed-by=drover`) per kind and namespace holding at least
+//! [`LIST_THRESHOLD`] objects of the group, and from a GET for the rest (and for objects
+//! not in that list: new, or not labelled yet).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use drover_proto::media;
 use futures::stream::{self, StreamExt};
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::discovery::{ResolveError, Resolved};
@@ -28,6 +31,44 @@ use crate::target::{Action, ApplyReport, ApplyRequest, ObjectOutcome, OrderGroup
 const SERVER_FIELDS: &[&str] = &["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp"];
 
 type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
+
+/// `resourceVersion` by name of our objects, per (apiVersion, kind, namespace).
+type Known = HashMap<(String, String, Option<String>), HashMap<String, String>>;
+
+/// Objects of one kind and namespace in a group from which one LIST replaces their GETs.
+pub const LIST_THRESHOLD: usize = 4;
+
+fn known_key(o: &PlannedObject, res: &Resolved) -> (String, String, Option<String>) {
+    (o.id.api_version.clone(), o.id.kind.clone(), if res.namespaced { o.id.namespace.clone() } else { None })
+}
+
+/// One labelled LIST per (kind, namespace) with enough objects in the group; a failed
+/// LIST just leaves its objects to individual GETs.
+async fn list_known(t: &KubeTarget, group: &OrderGroup, resolved: &Resolutions) -> Known {
+    let mut counts: HashMap<(String, String, Option<String>), (usize, &Resolved)> = HashMap::new();
+    for o in &group.objects {
+        if let Some(Ok(res)) = resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
+            counts.entry(known_key(o, res)).or_insert((0, res)).0 += 1;
+        }
+    }
+    let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
+    let mut known = Known::new();
+    for (key, (n, res)) in counts {
+        if n < LIST_THRESHOLD || (res.namespaced && key.2.is_none()) {
+            continue;
+        }
+        let api = res.api(&t.client, key.2.as_deref());
+        let params = ListParams::default().labels(&selector);
+        match with_retry(&t.opts.retry, || api.list(&params)).await {
+            Ok(list) => {
+                let names = list.items.into_iter().filter_map(|o| Some((o.metadata.name?, o.metadata.resource_version?))).collect();
+                known.insert(key, names);
+            }
+            Err(f) => tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading objects one by one"),
+        }
+    }
+    known
+}
 
 /// Applies every group in order; stops after the first group with a failure.
 pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
@@ -66,12 +107,13 @@ async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> 
             resolved.insert(k, r);
         }
     }
-    let resolved = &resolved;
-    let futs: Vec<_> = group.objects.iter().map(|o| apply_one(t, req, o, resolved)).collect();
+    let known = list_known(t, group, &resolved).await;
+    let (resolved, known) = (&resolved, &known);
+    let futs: Vec<_> = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known)).collect();
     stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await
 }
 
-async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, resolved: &Resolutions) -> ObjectOutcome {
+async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, resolved: &Resolutions, known: &Known) -> ObjectOutcome {
     let id = &obj.id;
     let fail = |m: String| ObjectOutcome::with(id.clone(), Action::Failed, m);
     let res = match resolved.get(&(id.api_version.clone(), id.kind.clone())) {
@@ -84,9 +126,13 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     }
     let body = desired(&obj.value, req, res.namespaced);
     let api = res.api(&t.client, id.namespace.as_deref());
-    let before = match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
-        Ok(o) => o.map(|o| o.metadata.resource_version.unwrap_or_default()),
-        Err(f) => return fail(format!("reading before apply: {f}")),
+    let listed = known.get(&known_key(obj, res)).and_then(|m| m.get(&id.name)).cloned();
+    let before = match listed {
+        Some(rv) => Some(rv),
+        None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
+            Ok(o) => o.map(|o| o.metadata.resource_version.unwrap_or_default()),
+            Err(f) => return fail(format!("reading before apply: {f}")),
+        },
     };
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {

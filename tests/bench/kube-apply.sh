@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Bench: apply a 1,000-object bundle to the FAKE API server with drover-agent
+# (--apply-concurrency 8, the default, vs 1) and with `kubectl apply --server-side`,
+# plus the agent's peak RSS. Each run starts a fresh fake-apiserver (so every object is
+# created), and a second agent run re-applies the same bundle (everything unchanged).
+#
+#   tests/bench/kube-apply.sh [N_OBJECTS] [PROFILE]      # defaults: 1000 release
+#
+# Needs: docker-registry, kubectl, GNU time; builds nothing (run
+# `cargo build --release -p drover-bundler -p drover-agent -p drover-tests --bins` first).
+set -euo pipefail
+N=${1:-1000}
+PROFILE=${2:-release}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$ROOT/target/$PROFILE
+W=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+
+# Registry.
+RP=$(port)
+cat > "$W/reg.yml" <<YML
+version: 0.1
+storage: {filesystem: {rootdirectory: $W/reg}}
+http: {addr: 127.0.0.1:$RP}
+YML
+docker-registry serve "$W/reg.yml" >"$W/reg.log" 2>&1 &
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$RP/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+
+# Input: one Namespace and N-1 ConfigMaps.
+mkdir -p "$W/in"
+python3 - "$W/in" "$N" <<'PY'
+import sys
+d, n = sys.argv[1], int(sys.argv[2])
+with open(f"{d}/all.yaml", "w") as f:
+    f.write("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: bench\n")
+    for i in range(n - 1):
+        f.write(f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:04d}\n  namespace: bench\n  labels:\n    app: bench\ndata:\n  index: \"{i}\"\n  payload: \"{'x' * 200}\"\n")
+PY
+DROVER_KEY_PASSWORD= "$BIN/drover" keygen --out-dir "$W/keys" >/dev/null
+REF=127.0.0.1:$RP/bench/edge:prod
+DROVER_KEY_PASSWORD= "$BIN/drover" push "$W/in" "$REF" --plain-http --key "$W/keys/drover.key" --sequence 1 >/dev/null
+
+fake() { # starts a fresh fake API server, sets KC
+  local out=$W/fake-$1
+  "$BIN/fake-apiserver" --kubeconfig-out "$out.kc" >"$out.out" 2>"$out.err" &
+  for _ in $(seq 100); do grep -q ready "$out.out" 2>/dev/null && break; sleep 0.05; done
+  KC=$out.kc
+}
+
+agent() { # label concurrency
+  local label=$1 c=$2 state=$W/state-$1
+  fake "$label"
+  for pass in create reapply; do
+    local t0 t1
+    t0=$(now)
+    KUBECONFIG=$KC /usr/bin/time -f "%M" -o "$W/rss" "$BIN/drover-agent" run --once --target kube --source "$REF" --plain-http \
+      --trust-key "$W/keys/drover.pub" --state-dir "$state" --listen 127.0.0.1:0 --resync 0s --apply-concurrency "$c" --log-format json \
+      2>"$W/agent-$label-$pass.log"
+    t1=$(now)
+    local apply_ms
+    apply_ms=$(grep -o 'applied order group.*' "$W/agent-$label-$pass.log" | grep -o '"ms":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)
+    printf '%-28s %-8s total %6.2f s   apply stage %6.2f s   peak RSS %6.1f MiB\n' "drover-agent c=$c" "$pass" \
+      "$(echo "$t1 - $t0" | bc)" "$(echo "scale=2; $apply_ms / 1000" | bc)" "$(echo "scale=1; $(cat "$W/rss") / 1024" | bc)"
+  done
+}
+
+echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, $(nproc) cores"
+agent c8 8
+agent c1 1
+fake kubectl
+t0=$(now)
+kubectl --kubeconfig "$KC" --cache-dir "$W/kcache" apply --server-side --field-manager drover-bench -f "$W/in/all.yaml" >/dev/null
+t1=$(now)
+printf '%-28s %-8s total %6.2f s\n' "kubectl apply --server-side" create "$(echo "$t1 - $t0" | bc)"
+t0=$(now)
+kubectl --kubeconfig "$KC" --cache-dir "$W/kcache" apply --server-side --field-manager drover-bench -f "$W/in/all.yaml" >/dev/null
+t1=$(now)
+printf '%-28s %-8s total %6.2f s\n' "kubectl apply --server-side" reapply "$(echo "$t1 - $t0" | bc)"
