@@ -5,14 +5,15 @@
 //! (rollout status, error injection, request log). Test support only: never shipped.
 //! What it simplifies versus a real API server: `docs/fake-apiserver.md`.
 
+pub mod crd;
 pub mod discovery;
 pub mod env;
 pub mod fields;
 pub mod hooks;
-pub mod jsonpatch;
 pub mod kubectl;
 pub mod managed;
 pub mod openapi;
+pub mod patch;
 pub mod process;
 pub mod resources;
 pub mod rollout;
@@ -23,6 +24,7 @@ pub mod store;
 pub mod util;
 pub mod validate;
 pub mod watch;
+pub mod writes;
 
 pub use env::KubeEnv;
 pub use hooks::{ErrorRule, RequestRecord};

@@ -1,7 +1,27 @@
-//! RFC 6902 JSON patch (`application/json-patch+json`, `kubectl patch --type json`):
-//! add, remove, replace, move, copy, test.
+//! Patch formats: RFC 7386 JSON merge patch (`application/merge-patch+json`, what
+//! `kubectl patch --type merge` sends) and RFC 6902 JSON patch
+//! (`application/json-patch+json`: add, remove, replace, move, copy, test).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// RFC 7386 JSON merge patch.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    if let Value::Object(p) = patch {
+        if !target.is_object() {
+            *target = Value::Object(Map::new());
+        }
+        let t = target.as_object_mut().expect("map");
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    } else {
+        *target = patch.clone();
+    }
+}
 
 fn tokens(pointer: &str) -> Result<Vec<String>, String> {
     if pointer.is_empty() {
@@ -78,7 +98,7 @@ fn remove(doc: &mut Value, pointer: &str) -> Result<Value, String> {
 }
 
 /// Applies `ops` (a JSON array of operations) to `doc`; an error names the failing op.
-pub fn apply(doc: &mut Value, ops: &Value) -> Result<(), String> {
+pub fn apply_json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
     let ops = ops
         .as_array()
         .ok_or("a JSON patch must be an array of operations")?;
@@ -121,8 +141,8 @@ mod tests {
     #[test]
     fn ops() {
         let mut d = json!({"a": {"b": [1, 2]}, "c": 1});
-        apply(&mut d, &json!([{"op": "add", "path": "/a/b/-", "value": 3}, {"op": "replace", "path": "/c", "value": 2}, {"op": "remove", "path": "/a/b/0"}, {"op": "test", "path": "/c", "value": 2}])).unwrap();
+        apply_json_patch(&mut d, &json!([{"op": "add", "path": "/a/b/-", "value": 3}, {"op": "replace", "path": "/c", "value": 2}, {"op": "remove", "path": "/a/b/0"}, {"op": "test", "path": "/c", "value": 2}])).unwrap();
         assert_eq!(d, json!({"a": {"b": [2, 3]}, "c": 2}));
-        assert!(apply(&mut d, &json!([{"op": "remove", "path": "/nope"}])).is_err());
+        assert!(apply_json_patch(&mut d, &json!([{"op": "remove", "path": "/nope"}])).is_err());
     }
 }
