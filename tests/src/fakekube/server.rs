@@ -2,16 +2,15 @@
 //! errors, dispatches to the store, logs each request, and serves `/fake/` hooks.
 
 use super::discovery;
-use super::hooks::{ErrorRule, Hooks, RequestRecord};
+use super::hooks::{Hooks, RequestRecord};
 use super::openapi;
 use super::resources::ResourceInfo;
-use super::rollout::RolloutMode;
 use super::selector::Selector;
 use super::status::ApiError;
 use super::store::{Deferred, State, WriteOpts};
 use super::util::parse_query;
 use super::watch::WatchFilter;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::Response;
@@ -44,7 +43,7 @@ pub fn router(shared: Arc<Shared>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(shared)
 }
 
-fn json_response(code: u16, v: &Value) -> Response {
+pub(crate) fn json_response(code: u16, v: &Value) -> Response {
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, "application/json")
@@ -52,7 +51,7 @@ fn json_response(code: u16, v: &Value) -> Response {
         .expect("response")
 }
 
-fn error_response(e: &ApiError) -> Response {
+pub(crate) fn error_response(e: &ApiError) -> Response {
     json_response(e.code, &e.to_status())
 }
 
@@ -66,20 +65,20 @@ impl Query {
 }
 
 /// Where a resource request points.
-struct Target {
-    res: ResourceInfo,
-    ns: Option<String>,
-    name: Option<String>,
-    sub: Option<String>,
+pub(crate) struct Target {
+    pub(crate) res: ResourceInfo,
+    pub(crate) ns: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) sub: Option<String>,
 }
 
-enum Route {
+pub(crate) enum Route {
     Doc(Value),
     Aggregated(Value),
     Resource(Target),
 }
 
-fn route(state: &State, segs: &[&str], accept: &str) -> Result<Route, ApiError> {
+pub(crate) fn route(state: &State, segs: &[&str], accept: &str) -> Result<Route, ApiError> {
     let all: Vec<&ResourceInfo> = state.all_resources().collect();
     let (group, version, rest) = match segs {
         ["version"] => return Ok(Route::Doc(discovery::version())),
@@ -194,7 +193,7 @@ async fn handle(
         .await
         .unwrap_or_default();
     if path == "/fake" || path.starts_with("/fake/") {
-        return fake_hook(&shared, &parts.method, &path, &bytes);
+        return super::hooks::fake_hook(&shared, &parts.method, &path, &bytes);
     }
     let rule = shared.hooks().take(parts.method.as_str(), &path);
     let mut injected = None;
@@ -301,7 +300,7 @@ fn dispatch(
     match result {
         Ok(Reply::Json(code, v)) => json_response(code, &v),
         Ok(Reply::Watch(filter, initial, rx, timeout)) => {
-            watch_response(filter, initial, rx, timeout)
+            super::watch::watch_response(filter, initial, rx, timeout)
         }
         Err(e) => error_response(&e),
     }
@@ -472,120 +471,5 @@ fn resource_op(
             "MethodNotAllowed",
             format!("the server does not allow this method on the requested resource ({method})"),
         )),
-    }
-}
-
-fn watch_response(
-    filter: WatchFilter,
-    initial: Vec<String>,
-    rx: tokio::sync::broadcast::Receiver<Arc<super::watch::WatchEvent>>,
-    timeout: Duration,
-) -> Response {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let live = futures::stream::unfold((rx, filter), move |(mut rx, filter)| async move {
-        loop {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Ok(ev)) if filter.matches(&ev) => {
-                    let line = filter.line(&ev.kind, &ev.object);
-                    return Some((Ok::<Bytes, std::io::Error>(Bytes::from(line)), (rx, filter)));
-                }
-                Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
-                    continue
-                }
-                _ => return None,
-            }
-        }
-    });
-    let first = futures::stream::iter(
-        initial
-            .into_iter()
-            .map(|l| Ok::<Bytes, std::io::Error>(Bytes::from(l))),
-    );
-    let stream = futures::StreamExt::chain(first, live);
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from_stream(stream))
-        .expect("response")
-}
-
-/// Serves the `/fake/` hook endpoints.
-fn fake_hook(shared: &Arc<Shared>, method: &Method, path: &str, bytes: &[u8]) -> Response {
-    let body = || {
-        serde_json::from_slice::<Value>(bytes)
-            .map_err(|e| ApiError::bad_request(format!("hook body is not JSON: {e}")))
-    };
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let result: Result<Value, ApiError> = (|| match (method.as_str(), &segs[1..]) {
-        ("GET", ["requests"]) => Ok(serde_json::to_value(&shared.hooks().log).unwrap_or_default()),
-        ("DELETE", ["requests"]) => {
-            shared.hooks().log.clear();
-            Ok(json!({}))
-        }
-        ("GET", ["errors"]) => Ok(serde_json::to_value(&shared.hooks().rules).unwrap_or_default()),
-        ("POST", ["errors"]) => {
-            let rule: ErrorRule = serde_json::from_value(body()?)
-                .map_err(|e| ApiError::bad_request(format!("bad error rule: {e}")))?;
-            shared.hooks().rules.push(rule);
-            Ok(json!({}))
-        }
-        ("DELETE", ["errors"]) => {
-            shared.hooks().rules.clear();
-            Ok(json!({}))
-        }
-        ("PUT", ["rollout"]) | ("PUT", ["rollout", _, _]) => {
-            let b = body()?;
-            let mode = b["mode"]
-                .as_str()
-                .map(|m| {
-                    RolloutMode::parse(m).ok_or_else(|| {
-                        ApiError::bad_request(format!("mode {m:?} is not ready, stuck or none"))
-                    })
-                })
-                .transpose()?;
-            let mut st = shared.state();
-            match (&segs[1..], mode) {
-                ([_, ns, name], Some(m)) => {
-                    st.settings
-                        .rollout_overrides
-                        .insert((ns.to_string(), name.to_string()), m);
-                }
-                (_, Some(m)) => st.settings.rollout_default = m,
-                _ => {}
-            }
-            if let Some(ms) = b["delayMs"].as_u64() {
-                st.settings.rollout_delay = Duration::from_millis(ms);
-            }
-            Ok(json!({}))
-        }
-        ("PUT", ["crd-delay"]) => {
-            let ms = body()?["delayMs"]
-                .as_u64()
-                .ok_or_else(|| ApiError::bad_request("delayMs (a number) is required"))?;
-            shared.state().settings.crd_delay = Duration::from_millis(ms);
-            Ok(json!({}))
-        }
-        ("GET", ["objects"]) => Ok(Value::Array(
-            shared.state().objects.values().cloned().collect(),
-        )),
-        ("PUT", ["status", rest @ ..]) => {
-            let status = body()?;
-            let mut st = shared.state();
-            let Route::Resource(t) = route(&st, rest, "")? else {
-                return Err(ApiError::no_route());
-            };
-            let name = t.name.ok_or_else(ApiError::no_route)?;
-            let k = super::store::key(&t.res, t.ns.as_deref(), &name);
-            st.write_status(&t.res, &k, status)
-                .ok_or_else(|| ApiError::not_found(&t.res, &name))
-        }
-        _ => Err(ApiError::new(
-            404,
-            "NotFound",
-            format!("no fake hook {method} {path}; see docs/fake-apiserver.md"),
-        )),
-    })();
-    match result {
-        Ok(v) => json_response(200, &v),
-        Err(e) => error_response(&e),
     }
 }

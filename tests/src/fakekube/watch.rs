@@ -4,9 +4,13 @@
 
 use super::resources::ResourceInfo;
 use super::selector::Selector;
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::Response;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::broadcast;
 
 /// How many events the history keeps for resuming watches.
@@ -114,4 +118,39 @@ impl Watchers {
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
         self.tx.subscribe()
     }
+}
+
+/// The streaming response of a watch: `initial` lines, then matching events until
+/// `timeout`.
+pub(crate) fn watch_response(
+    filter: WatchFilter,
+    initial: Vec<String>,
+    rx: tokio::sync::broadcast::Receiver<Arc<super::watch::WatchEvent>>,
+    timeout: Duration,
+) -> Response {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let live = futures::stream::unfold((rx, filter), move |(mut rx, filter)| async move {
+        loop {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Ok(ev)) if filter.matches(&ev) => {
+                    let line = filter.line(&ev.kind, &ev.object);
+                    return Some((Ok::<Bytes, std::io::Error>(Bytes::from(line)), (rx, filter)));
+                }
+                Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                    continue
+                }
+                _ => return None,
+            }
+        }
+    });
+    let first = futures::stream::iter(
+        initial
+            .into_iter()
+            .map(|l| Ok::<Bytes, std::io::Error>(Bytes::from(l))),
+    );
+    let stream = futures::StreamExt::chain(first, live);
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(stream))
+        .expect("response")
 }
