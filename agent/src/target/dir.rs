@@ -263,4 +263,16 @@ mod tests {
         assert!(DirTarget::safe_rel("other/x").is_none());
         assert!(DirTarget::safe_rel("manifests").is_none());
     }
+
+    #[test]
+    fn interrupted_swap_is_repaired() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Crash after `manifests` -> `.drover-old`, before the stage was renamed in.
+        fs::create_dir_all(tmp.path().join(OLD).join("a")).unwrap();
+        fs::write(tmp.path().join(OLD).join("a/x.yaml"), "x").unwrap();
+        fs::create_dir_all(tmp.path().join(STAGE).join(TREE)).unwrap();
+        let t = DirTarget::open(tmp.path()).unwrap();
+        assert_eq!(fs::read_to_string(t.root().join("manifests/a/x.yaml")).unwrap(), "x");
+        assert!(!tmp.path().join(OLD).exists() && !tmp.path().join(STAGE).exists());
+    }
 }
