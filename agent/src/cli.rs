@@ -121,6 +121,18 @@ pub struct RunArgs {
     /// kube target: objects applied at once inside an order group (default 8).
     #[arg(long)]
     pub apply_concurrency: Option<usize>,
+    /// Elect one agent per cluster with a coordination.k8s.io Lease; the others stand by.
+    #[arg(long)]
+    pub leader_election: bool,
+    /// Namespace of the Lease (default: POD_NAMESPACE, else drover-system).
+    #[arg(long)]
+    pub lease_namespace: Option<String>,
+    /// Name of the Lease (default drover-agent).
+    #[arg(long)]
+    pub lease_name: Option<String>,
+    /// Lease duration, e.g. 15s (the leader renews every third of it).
+    #[arg(long)]
+    pub lease_duration: Option<String>,
     /// Run one cycle and exit: 0 when applied or unchanged, 1 when refused or failed.
     #[arg(long)]
     pub once: bool,
@@ -152,6 +164,10 @@ impl RunArgs {
             health_timeout: self.health_timeout.clone(),
             no_force: self.no_force.then_some(true),
             apply_concurrency: self.apply_concurrency,
+            leader_election: self.leader_election.then_some(true),
+            lease_namespace: self.lease_namespace.clone(),
+            lease_name: self.lease_name.clone(),
+            lease_duration: self.lease_duration.clone(),
         }
     }
 }

@@ -86,6 +86,14 @@ pub struct FileConfig {
     pub no_force: Option<bool>,
     /// `--apply-concurrency` (kube target: objects applied at once inside an order group).
     pub apply_concurrency: Option<usize>,
+    /// `--leader-election` (one agent per cluster polls and applies; a Lease elects it).
+    pub leader_election: Option<bool>,
+    /// `--lease-namespace` (default: `POD_NAMESPACE`, else `drover-system`).
+    pub lease_namespace: Option<String>,
+    /// `--lease-name` (default `drover-agent`).
+    pub lease_name: Option<String>,
+    /// `--lease-duration` (default `15s`).
+    pub lease_duration: Option<String>,
 }
 
 impl FileConfig {
@@ -174,6 +182,8 @@ pub struct Settings {
     pub no_force: bool,
     /// Kube target: objects applied at once inside an order group.
     pub apply_concurrency: usize,
+    /// Leader election: `(namespace, name, duration)` of the Lease, when enabled.
+    pub leader_election: Option<(String, String, Duration)>,
 }
 
 fn invalid(field: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {
@@ -271,6 +281,18 @@ impl Settings {
             apply_concurrency: match pick!(apply_concurrency).unwrap_or(8) {
                 n @ 1..=64 => n,
                 n => return Err(invalid("applyConcurrency", "apply-concurrency", format!("{n} is not between 1 and 64"))),
+            },
+            leader_election: if pick!(leader_election).unwrap_or(false) {
+                let namespace = pick!(lease_namespace)
+                    .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()))
+                    .unwrap_or_else(|| "drover-system".into());
+                let duration = duration("leaseDuration", "lease-duration", pick!(lease_duration), "15s")?;
+                if duration < Duration::from_secs(2) {
+                    return Err(invalid("leaseDuration", "lease-duration", "must be at least 2s (the leader renews every third of it)"));
+                }
+                Some((namespace, pick!(lease_name).unwrap_or_else(|| "drover-agent".into()), duration))
+            } else {
+                None
             },
         })
     }

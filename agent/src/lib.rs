@@ -7,6 +7,7 @@ pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod fetch;
+pub mod leader;
 pub mod metrics;
 pub mod pipeline;
 pub mod plan;

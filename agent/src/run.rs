@@ -102,10 +102,29 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         shared.clone(),
     );
     let critical = pipeline.critical.clone();
+    let mut election = match &settings.leader_election {
+        Some((namespace, name, duration)) => {
+            let client = kube::Client::try_default().await.context("--leader-election needs a Kubernetes client (in-cluster or KUBECONFIG)")?;
+            Some(crate::leader::Election::spawn(client, crate::leader::LeaseConfig::new(namespace, name, *duration)))
+        }
+        None => None,
+    };
     let stop = terminated();
     tokio::pin!(stop);
     let mut failures = 0u32;
     let code = loop {
+        if let Some(el) = election.as_mut() {
+            if !el.is_leader() {
+                shared.status.lock().expect("status lock").role = "standby".into();
+                shared.ready.store(true, Ordering::Relaxed);
+                tracing::info!("standby: another agent holds the leader lease");
+                tokio::select! {
+                    _ = el.wait_leader() => {}
+                    _ = &mut stop => break 0,
+                }
+            }
+            shared.status.lock().expect("status lock").role = "leader".into();
+        }
         let outcome = {
             let cycle = pipeline.cycle();
             tokio::pin!(cycle);
@@ -136,6 +155,9 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
             _ = &mut stop => { tracing::info!("SIGTERM: stopping"); break 0; }
         }
     };
+    if let Some(el) = election {
+        el.resign().await;
+    }
     store.flush().context("flushing the state database")?;
     tracing::info!("drover-agent stopped");
     Ok(code)

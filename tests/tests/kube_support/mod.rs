@@ -151,7 +151,12 @@ impl Env {
 
     /// Starts a long-running `drover-agent run --target kube` serving HTTP on `port`.
     pub fn agent_daemon(&self, port: u16, extra: &[&str]) -> std::process::Child {
-        let state = self.path("state");
+        self.agent_daemon_in("state", port, extra)
+    }
+
+    /// Like [`Env::agent_daemon`] with its own state directory `state` (one per agent).
+    pub fn agent_daemon_in(&self, state: &str, port: u16, extra: &[&str]) -> std::process::Child {
+        let state = self.path(state);
         let key = self.path("keys/drover.pub");
         let listen = format!("127.0.0.1:{port}");
         Command::new(drover_tests::bin("drover-agent"))
