@@ -18,6 +18,9 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+/// The request log keeps at most this many entries (oldest dropped first).
+pub const LOG_CAP: usize = 100_000;
+
 /// Everything the server shares between requests.
 pub struct Shared {
     /// Objects and settings.
@@ -231,7 +234,11 @@ async fn handle(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    shared.hooks().log.push(RequestRecord {
+    let mut hooks = shared.hooks();
+    if hooks.log.len() >= LOG_CAP {
+        hooks.log.drain(..LOG_CAP / 10);
+    }
+    hooks.log.push(RequestRecord {
         method: parts.method.to_string(),
         path,
         query: raw_query,
