@@ -111,3 +111,22 @@ fn every_bad_input_is_refused_and_writes_nothing() {
 
     refused(&reg, &root.join("missing-dir"), &["missing-dir"]);
 }
+
+#[test]
+fn build_refuses_an_out_directory_that_is_not_a_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("cm.yaml"), CM).unwrap();
+    let other = tmp.path().join("docs");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "keep me").unwrap();
+    let r = run("drover", &["build", input.to_str().unwrap(), "--out", &format!("oci:{}:t", other.display())], &[]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("not an OCI layout"), "{}", r.stderr);
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1, "the directory is untouched");
+    // diff of a path that is neither a directory nor a reference is an error (exit 2)
+    let d = run("drover", &["diff", input.to_str().unwrap(), "no-such-dir"], &[]);
+    assert_eq!(d.code, 2);
+    assert!(d.stderr.contains("neither an existing directory nor a bundle reference"), "{}", d.stderr);
+}

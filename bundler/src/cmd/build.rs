@@ -149,6 +149,14 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         let tag = n.rsplit_once(':').map(|(_, t)| t).unwrap_or(n);
         anyhow::ensure!(drover_proto::reference::valid_tag(tag), "--out {}: {tag:?} is not a valid tag", args.out);
     }
+    if let Ok(mut entries) = std::fs::read_dir(dir) {
+        anyhow::ensure!(
+            dir.join("oci-layout").is_file() || entries.next().is_none(),
+            "--out {}: {} is a non-empty directory that is not an OCI layout; choose a new directory",
+            args.out,
+            dir.display()
+        );
+    }
     let built = args.bundle.build()?;
     let client = drover_proto::RegistryClient::new(Default::default())?;
     let (repo, tag) = Repo::open(&reference, &client, true).with_context(|| format!("opening {}", dir.display()))?;

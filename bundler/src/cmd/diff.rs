@@ -118,6 +118,9 @@ async fn load_side(arg: &str, args: &Args) -> anyhow::Result<Side> {
             objects.insert(id.key(), (id, text));
         }
     } else {
+        if !is_ref {
+            drover_proto::Reference::parse(arg).with_context(|| format!("{arg} is neither an existing directory nor a bundle reference"))?;
+        }
         let fetched = crate::cmd::pull::fetch_objects(arg, &args.registry).await?;
         for o in fetched.objects {
             // Re-canonicalize, so bundles written by other tools or versions compare by content.

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Air-gap benchmark (issue 7 numbers), release mode: pushes 300 signed bundles (300
+# cluster types) to a local registry, then times `drover export` of all 300 into one
+# archive and `drover import` of it into a second registry (wall time, peak RSS), plus
+# the peak RSS of importing one ~20 MiB bundle (memory bound: one blob at a time).
+# Usage: bench/airgap.sh [N]   (N bundles, default 300). Stops its registries on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-300}
+cargo build --release -p drover-bundler --quiet
+DROVER=$PWD/target/release/drover
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+export DROVER_KEY_PASSWORD=bench
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+start_registry() {
+  local port; port=$(free_port)
+  local dir="$WORK/reg-$port"; mkdir -p "$dir/storage"
+  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\nstorage: {filesystem: {rootdirectory: %s/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$dir" "$port" > "$dir/config.yml"
+  docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
+  echo "127.0.0.1:$port"
+}
+
+SRC=$(start_registry); DST=$(start_registry); DST2=$(start_registry)
+"$DROVER" keygen --out-dir "$WORK/k" >/dev/null
+echo "pushing $N signed bundles to $SRC"
+REFS=()
+for i in $(seq -w 1 "$N"); do
+  d="$WORK/in/$i"; mkdir -p "$d"
+  for j in 1 2 3 4 5; do
+    printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%s, namespace: ns-%s}\ndata: {type: "%s", value: "%s"}\n' "$j" "$i" "$i" "$RANDOM" >"$d/cm-$j.yaml"
+  done
+  "$DROVER" push "$d" "$SRC/fleet/type-$i:prod" --plain-http --sequence 1 --environment prod --key "$WORK/k/drover.key" >/dev/null
+  REFS+=("$SRC/fleet/type-$i:prod")
+done
+
+echo
+/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" export "${REFS[@]}" --out "$WORK/all.tar" --plain-http >/dev/null
+read -r es ek <"$WORK/t"
+/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --key "$WORK/k/drover.pub" --plain-http >"$WORK/imp.json"
+read -r is ik <"$WORK/t"
+/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --key "$WORK/k/drover.pub" --plain-http >/dev/null
+read -r i2s i2k <"$WORK/t"
+echo "export $N bundles:            ${es} s, peak RSS $((ek / 1024)) MiB, archive $(( $(stat -c %s "$WORK/all.tar") / 1024 )) KiB"
+echo "import $N bundles (verified): ${is} s, peak RSS $((ik / 1024)) MiB, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["manifests"]))' "$WORK/imp.json") manifests"
+echo "import again (no-op):         ${i2s} s, peak RSS $((i2k / 1024)) MiB"
+
+# One ~20 MiB bundle: import peak RSS stays near one blob, not the archive size.
+mkdir -p "$WORK/big"
+python3 - "$WORK/big" <<'PY'
+import base64, os, random, sys
+random.seed(2)
+for i in range(54):
+    with open(os.path.join(sys.argv[1], f"cm-{i:02d}.yaml"), "w") as fh:
+        fh.write(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: blob-{i}, namespace: data}}\ndata:\n  payload: {base64.b64encode(random.randbytes(384 * 1024)).decode()}\n")
+PY
+"$DROVER" push "$WORK/big" "$SRC/fleet/big:prod" --plain-http --sequence 1 --key "$WORK/k/drover.key" >/dev/null
+"$DROVER" export "$SRC/fleet/big:prod" --out "$WORK/big.tar" --plain-http >/dev/null
+/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" import "$WORK/big.tar" --to "$DST2/mirror" --key "$WORK/k/drover.pub" --plain-http >/dev/null
+read -r bs bk <"$WORK/t"
+echo "import one $(( $(stat -c %s "$WORK/big.tar") / 1048576 )) MiB bundle: ${bs} s, peak RSS $((bk / 1024)) MiB"
