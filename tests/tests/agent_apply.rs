@@ -145,3 +145,38 @@ fn config_file_flags_and_refusals() {
     let out = run("drover-agent", &["run", "--config", cfg.to_str().unwrap(), "--once", "--expect-environment", "dev"], &[]);
     assert_ne!(out.code, 0);
 }
+
+#[test]
+fn applies_from_an_oci_layout_and_archive_source() {
+    let fx = Fx::new();
+    let input = fx.p("in-layout");
+    std::fs::create_dir_all(&input).unwrap();
+    let (_, yaml) = cm("app", "a", "from-layout");
+    std::fs::write(input.join("a.yaml"), yaml).unwrap();
+    let layout = format!("oci:{}:prod", fx.s("layout"));
+    drover_tests::run_ok(
+        "drover",
+        &["build", input.to_str().unwrap(), "--out", &layout, "--sequence", "3", "--cluster-type", "edge", "--environment", "prod"],
+        ENV,
+    );
+    // Unsigned first: refused.
+    let out = fx.once_from(&layout, &[]);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(!fx.target().join("manifests").exists());
+    drover_tests::run_ok("drover", &["sign", &layout, "--key", &fx.key("k1")], ENV);
+    let out = fx.once_from(&layout, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let f = std::fs::read_to_string(fx.target().join("manifests/app/ConfigMap.core.a.yaml")).unwrap();
+    assert!(f.contains("from-layout"), "{f}");
+    assert_eq!(fx.status()["source"], layout.as_str());
+
+    // The same layout as an oci-archive (tar), signatures included.
+    let tar = fx.p("layout.tar");
+    let st = std::process::Command::new("tar").args(["-cf", tar.to_str().unwrap(), "-C", &fx.s("layout"), "."]).status().unwrap();
+    assert!(st.success());
+    let archive = format!("oci-archive:{}:prod", tar.display());
+    let out = fx.once_from(&archive, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(fx.status()["source"], archive.as_str());
+    assert_eq!(fx.status()["lastAttempt"]["result"], "Applied");
+}
