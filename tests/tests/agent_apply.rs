@@ -180,3 +180,21 @@ fn applies_from_an_oci_layout_and_archive_source() {
     assert_eq!(fx.status()["source"], archive.as_str());
     assert_eq!(fx.status()["lastAttempt"]["result"], "Applied");
 }
+
+#[test]
+fn resync_corrects_drift_on_the_target() {
+    let fx = Fx::new();
+    let d = fx.push(&objs(&[cm("app", "a", "1"), cm("app", "b", "1")]), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    let f = fx.target().join("manifests/app/ConfigMap.core.a.yaml");
+    let good = std::fs::read(&f).unwrap();
+    std::fs::write(&f, "tampered by hand\n").unwrap();
+    // The first poll of a new process re-applies the applied bundle (from the cache).
+    let out = fx.once(&["--resync", "10m"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(std::fs::read(&f).unwrap(), good, "drift must be corrected");
+    let h = fx.history();
+    assert_eq!(h[0]["digest"], d.as_str());
+    assert_eq!(h[0]["resync"], true);
+    assert_eq!(h[0]["drift"], 1, "{}", h[0]);
+}
