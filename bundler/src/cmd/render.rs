@@ -89,17 +89,23 @@ fn write_all(out: &Path, rendered: &[RenderedType]) -> anyhow::Result<()> {
         .prefix(".drover-render-")
         .tempdir_in(&parent)
         .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
-    for t in rendered {
+    // One thread per core; each cluster type creates its directories once.
+    let written = crate::platform::par_map(rendered, |t| -> anyhow::Result<()> {
         let dir = tmp.path().join(&t.name);
-        std::fs::create_dir_all(dir.join("manifests"))?;
+        std::fs::create_dir_all(dir.join("manifests")).with_context(|| format!("creating {}", dir.display()))?;
+        let mut made = std::collections::HashSet::new();
         for (id, yaml) in &t.objects {
             let path = dir.join(id.bundle_path());
             if let Some(p) = path.parent() {
-                std::fs::create_dir_all(p)?;
+                if made.insert(p.to_path_buf()) {
+                    std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+                }
             }
             std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
         }
-    }
+        Ok(())
+    });
+    written.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
     let staged = tmp.keep();
     let result = (|| -> anyhow::Result<()> {
         if out.is_dir() {
