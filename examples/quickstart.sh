@@ -8,6 +8,7 @@
 #   5. run one agent per cluster type, once, applying to a directory (dir: target)
 #   6. show each agent's status, then `drover inspect` and how to `oras pull`
 # Everything lives in a temporary directory; processes are stopped on exit.
+# NO_REGISTRY=1 forces the OCI-layout path; KEEP=1 keeps the directory.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +16,12 @@ cd "$root"
 work=$(mktemp -d "${TMPDIR:-/tmp}/drover-quickstart.XXXXXX")
 registry_pid=""
 cleanup() {
-  [ -n "$registry_pid" ] && kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null
+  if [ -n "$registry_pid" ]; then
+    # docker-registry may sit in a graceful drain on SIGTERM: give it a moment, then force.
+    kill "$registry_pid" 2>/dev/null || true
+    for _ in $(seq 20); do kill -0 "$registry_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$registry_pid" 2>/dev/null || true
+  fi
   if [ -z "${KEEP:-}" ]; then rm -rf "$work"; else echo "kept $work"; fi
 }
 trap cleanup EXIT
@@ -34,7 +40,7 @@ revision=$(git -C "$platform" rev-parse --short HEAD 2>/dev/null || echo quickst
 step "generating a signing key pair in $work/keys"
 drover keygen --out-dir "$work/keys"
 
-if command -v docker-registry >/dev/null 2>&1; then
+if [ -z "${NO_REGISTRY:-}" ] && command -v docker-registry >/dev/null 2>&1; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   mkdir -p "$work/registry"
   cat > "$work/registry/config.yml" <<CFG
