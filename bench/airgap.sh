@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-300}
-cargo build --release -p drover-bundler --quiet
+[[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler --quiet   # SKIP_BUILD=1: use the existing binary
 DROVER=$PWD/target/release/drover
 WORK=$(mktemp -d)
 PIDS=()

@@ -84,11 +84,14 @@ impl BundleArgs {
     /// Reads the input and assembles the bundle in memory (nothing is written).
     pub fn build(&self) -> anyhow::Result<Built> {
         let meta = self.meta()?;
+        let start = std::time::Instant::now();
         let loaded = load_dir(&self.dir, &self.cluster_scoped_kinds).context("reading the input")?;
         for w in &loaded.warnings {
             eprintln!("warning: {w}");
         }
+        let read = start.elapsed();
         let bundle = assemble(&loaded.objects, &meta);
+        tracing::debug!(files = loaded.files, objects = loaded.objects.len(), read_ms = read.as_millis() as u64, assemble_ms = (start.elapsed() - read).as_millis() as u64, "built bundle in memory");
         Ok(Built { bundle, loaded })
     }
 }

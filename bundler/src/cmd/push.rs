@@ -65,6 +65,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     }
     // Blobs, manifest and history tag first; sign; only then move the channel tag, so the
     // channel never points at an unsigned bundle when a key is given.
+    let started = std::time::Instant::now();
     let first: Vec<&str> = tags.iter().map(String::as_str).collect();
     let digest = repo.push_bundle(bundle, &first).await.with_context(|| format!("pushing to {}", args.reference))?;
     let signature = match &key {
@@ -79,6 +80,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("tagging {}", repo.describe(&tag)))?;
     tags.push(tag.clone());
+    tracing::debug!(push_ms = started.elapsed().as_millis() as u64, "pushed blobs, manifest and tags");
     // Channel tag first in the summary, then the history tag.
     tags.rotate_right(1);
     let summary = Summary {
