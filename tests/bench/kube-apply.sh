@@ -4,13 +4,16 @@
 # plus the agent's peak RSS. Each run starts a fresh fake-apiserver (so every object is
 # created), and a second agent run re-applies the same bundle (everything unchanged).
 #
-#   tests/bench/kube-apply.sh [N_OBJECTS] [PROFILE]      # defaults: 1000 release
+#   tests/bench/kube-apply.sh [N_OBJECTS] [PROFILE] [PATCH_LATENCY_MS]   # defaults: 1000 release 0
 #
+# PATCH_LATENCY_MS > 0 makes the fake answer every PATCH that much later (its delay hook),
+# standing in for a real API server's etcd write latency; kubectl gets the same delay.
 # Needs: docker-registry, kubectl, GNU time; builds nothing (run
 # `cargo build --release -p drover-bundler -p drover-agent -p drover-tests --bins` first).
 set -euo pipefail
 N=${1:-1000}
 PROFILE=${2:-release}
+LATENCY=${3:-0}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$ROOT/target/$PROFILE
 W=$(mktemp -d)
@@ -48,6 +51,12 @@ fake() { # starts a fresh fake API server, sets KC
   "$BIN/fake-apiserver" --kubeconfig-out "$out.kc" >"$out.out" 2>"$out.err" &
   for _ in $(seq 100); do grep -q ready "$out.out" 2>/dev/null && break; sleep 0.05; done
   KC=$out.kc
+  if ((LATENCY > 0)); then
+    local url
+    url=$(grep -o 'server: .*' "$KC" | cut -d' ' -f2)
+    curl -fs -X POST "$url/fake/errors" -H 'Content-Type: application/json' \
+      -d "{\"method\":\"PATCH\",\"path\":\"*\",\"code\":0,\"delayMs\":$LATENCY,\"times\":1000000}" >/dev/null
+  fi
 }
 
 agent() { # label concurrency
@@ -67,7 +76,7 @@ agent() { # label concurrency
   done
 }
 
-echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, $(nproc) cores"
+echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, PATCH latency: ${LATENCY} ms, $(nproc) cores"
 agent c8 8
 agent c1 1
 fake kubectl
