@@ -19,6 +19,8 @@ use crate::regargs::RegistryArgs;
 
 /// Largest blob export copies (bundles are far smaller; this bounds memory).
 const MAX_BLOB: u64 = 512 << 20;
+/// References fetched at once.
+const CONCURRENCY: usize = 8;
 /// Largest manifest export copies.
 const MAX_MANIFEST: u64 = 4 << 20;
 
@@ -75,30 +77,20 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let staging = tempfile::Builder::new().prefix("drover-export-").tempdir().context("creating a staging directory")?;
     let layout = Layout::create(staging.path())?;
     let bar = progress(sources.len());
-    let mut exported = Vec::new();
+    // Up to CONCURRENCY references at once, all in this task: the layout writes are
+    // synchronous (never interleaved) and the index is sorted, so the archive does not
+    // depend on completion order.
+    use futures::StreamExt;
+    let results: Vec<anyhow::Result<Exported>> =
+        futures::stream::iter(sources.iter().map(|src| export_one(src, &layout, &bar))).buffered(CONCURRENCY).collect().await;
+    let mut exported = Vec::with_capacity(results.len());
     let mut names: BTreeMap<String, String> = BTreeMap::new();
-    for (r, repo, repository, tag) in &sources {
-        bar.set_message(r.clone());
-        let ref_name = format!("{repository}:{tag}");
-        let (bytes, digest) = repo.manifest(tag, MAX_MANIFEST).await.with_context(|| format!("fetching {r}"))?;
-        if let Some(prev) = names.insert(ref_name.clone(), digest.clone()) {
-            anyhow::ensure!(prev == digest, "{ref_name} is given twice and resolved to {prev} and {digest}");
+    for r in results {
+        let e = r?;
+        if let Some(prev) = names.insert(e.ref_name.clone(), e.digest.clone()) {
+            anyhow::ensure!(prev == e.digest, "{} is given twice and resolved to {prev} and {}", e.ref_name, e.digest);
         }
-        copy_manifest(repo, &layout, &bytes, &ref_name, r).await?;
-        let sig_tag = signature_tag(&digest);
-        let (signed, signature_layers) = match repo.manifest(&sig_tag, MAX_MANIFEST).await {
-            Ok((sig_bytes, _)) => {
-                let n = copy_manifest(repo, &layout, &sig_bytes, &format!("{repository}:{sig_tag}"), &repo.describe(&sig_tag)).await?;
-                (true, n)
-            }
-            Err(drover_proto::StoreError::NotFound(_)) => (false, 0),
-            Err(e) => return Err(e).with_context(|| format!("looking up the signature {}", repo.describe(&sig_tag))),
-        };
-        if !signed {
-            eprintln!("warning: {r} ({digest}) has no signature; importing it with --key will be refused");
-        }
-        exported.push(Exported { reference: r.clone(), ref_name, digest, signed, signature_layers });
-        bar.inc(1);
+        exported.push(e);
     }
     bar.finish_and_clear();
     drover_proto::ocitar::write(staging.path(), &args.out).with_context(|| format!("writing {}", args.out.display()))?;
@@ -124,6 +116,28 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Copies one reference (bundle and, when present, its signature manifest) into the layout.
+async fn export_one(src: &(String, Repo, String, String), layout: &Layout, bar: &indicatif::ProgressBar) -> anyhow::Result<Exported> {
+    let (r, repo, repository, tag) = src;
+    let ref_name = format!("{repository}:{tag}");
+    let (bytes, digest) = repo.manifest(tag, MAX_MANIFEST).await.with_context(|| format!("fetching {r}"))?;
+    copy_manifest(repo, layout, &bytes, &ref_name, r).await?;
+    let sig_tag = signature_tag(&digest);
+    let (signed, signature_layers) = match repo.manifest(&sig_tag, MAX_MANIFEST).await {
+        Ok((sig_bytes, _)) => {
+            let n = copy_manifest(repo, layout, &sig_bytes, &format!("{repository}:{sig_tag}"), &repo.describe(&sig_tag)).await?;
+            (true, n)
+        }
+        Err(drover_proto::StoreError::NotFound(_)) => (false, 0),
+        Err(e) => return Err(e).with_context(|| format!("looking up the signature {}", repo.describe(&sig_tag))),
+    };
+    if !signed {
+        eprintln!("warning: {r} ({digest}) has no signature; importing it with --key will be refused");
+    }
+    bar.inc(1);
+    Ok(Exported { reference: r.clone(), ref_name, digest, signed, signature_layers })
 }
 
 /// Copies a manifest's blobs (config, layers) and the manifest itself into the layout

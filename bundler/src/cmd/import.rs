@@ -20,6 +20,10 @@ use crate::output::{print_json, print_table, OutputFormat};
 use crate::regargs::RegistryArgs;
 
 const MAX_MANIFEST: u64 = 4 << 20;
+/// Repositories pushed at once.
+const CONCURRENCY: usize = 8;
+/// Blobs larger than this are held in memory one at a time (across all repositories).
+const BIG_BLOB: u64 = 8 << 20;
 
 /// Arguments of `drover import`.
 #[derive(Debug, clap::Args)]
@@ -101,73 +105,27 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         anyhow::ensure!(failures.is_empty(), "nothing imported; not every bundle verifies:\n  {}", failures.join("\n  "));
     }
 
-    // 3. Push: blobs, bundle manifests by digest, signatures, then the tags.
+    // 3. Push, one repository after another within a group, up to CONCURRENCY
+    //    repositories at once: blobs, bundle manifests by digest, signatures, then tags.
     let mut report = Report { to: prefix.clone(), manifests: vec![], blobs_uploaded: 0, blobs_present: 0 };
-    let dst = |repository: &str| -> anyhow::Result<Repo> {
-        let repo = RegistryRef::parse(&format!("{prefix}/{repository}"))?;
-        Ok(Repo::Registry { client: client.clone(), repo })
-    };
-    let mut pushed_blobs: BTreeSet<(String, String)> = BTreeSet::new();
-    for e in &entries {
-        let repo = dst(&e.repository)?;
-        for d in std::iter::once(&e.manifest.config).chain(&e.manifest.layers) {
-            if !pushed_blobs.insert((e.repository.clone(), d.digest.clone())) {
-                continue;
-            }
-            // One blob in memory at a time.
-            let data = layout.read_blob(&d.digest, d.size)?;
-            if repo.put_blob(&d.digest, data).await.with_context(|| format!("pushing blob {} to {}", d.digest, repo.describe(&e.tag)))? {
-                report.blobs_uploaded += 1;
-            } else {
-                report.blobs_present += 1;
-            }
-        }
-    }
-    let mut actions: BTreeMap<usize, &'static str> = BTreeMap::new();
-    for (i, e) in entries.iter().enumerate().filter(|(_, e)| e.signs.is_none()) {
-        let repo = dst(&e.repository)?;
-        if repo.resolve(&e.tag).await? == Some(e.desc.digest.clone()) {
-            actions.insert(i, "unchanged");
-        } else {
-            repo.put_manifest(e.bytes.clone(), &e.desc.media_type, None)
-                .await
-                .with_context(|| format!("pushing {}", repo.describe(&e.desc.digest)))?;
-        }
-    }
+    let mut groups: BTreeMap<&str, Vec<(usize, &Entry)>> = BTreeMap::new();
     for (i, e) in entries.iter().enumerate() {
-        let Some(signed) = &e.signs else { continue };
-        let repo = dst(&e.repository)?;
-        let action = match repo.resolve(&e.tag).await? {
-            Some(d) if d == e.desc.digest => "unchanged",
-            None => {
-                repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
-                    .await
-                    .with_context(|| format!("pushing {}", repo.describe(&e.tag)))?;
-                "pushed"
-            }
-            Some(_) => {
-                // The destination has other signatures: merge (cosign appends), never drop.
-                let mut layers = Vec::new();
-                for l in &e.manifest.layers {
-                    layers.push((l.clone(), layout.read_blob(&l.digest, l.size)?));
-                }
-                trust::append_signature_layers(&repo, signed, layers)
-                    .await
-                    .with_context(|| format!("merging signatures into {}", repo.describe(&e.tag)))?;
-                "merged"
-            }
-        };
-        actions.insert(i, action);
+        groups.entry(e.repository.as_str()).or_default().push((i, e));
     }
-    for (i, e) in entries.iter().enumerate().filter(|(_, e)| e.signs.is_none()) {
-        if actions.contains_key(&i) {
-            continue;
-        }
-        let repo = dst(&e.repository)?;
-        repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
-            .await
-            .with_context(|| format!("tagging {}", repo.describe(&e.tag)))?;
-        actions.insert(i, "pushed");
+    let big_blob = tokio::sync::Semaphore::new(1);
+    let mut jobs = Vec::new();
+    for (repository, group) in groups {
+        let repo = Repo::Registry { client: client.clone(), repo: RegistryRef::parse(&format!("{prefix}/{repository}"))? };
+        jobs.push(push_group(repo, group, &layout, &big_blob));
+    }
+    use futures::StreamExt;
+    let results: Vec<anyhow::Result<Pushed>> = futures::stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+    let mut actions: BTreeMap<usize, &'static str> = BTreeMap::new();
+    for r in results {
+        let p = r?;
+        report.blobs_uploaded += p.uploaded;
+        report.blobs_present += p.present;
+        actions.extend(p.actions);
     }
     for (i, e) in entries.iter().enumerate() {
         report.manifests.push(Imported {
@@ -193,6 +151,77 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// What pushing one repository did.
+struct Pushed {
+    actions: Vec<(usize, &'static str)>,
+    uploaded: usize,
+    present: usize,
+}
+
+/// Pushes one repository's entries: blobs (blobs over [`BIG_BLOB`] one at a time across
+/// all groups), bundle manifests by digest, signature manifests (merged when the
+/// destination has other signatures), then the bundle tags.
+async fn push_group(repo: Repo, group: Vec<(usize, &Entry)>, layout: &Layout, big_blob: &tokio::sync::Semaphore) -> anyhow::Result<Pushed> {
+    let mut out = Pushed { actions: vec![], uploaded: 0, present: 0 };
+    let mut seen = BTreeSet::new();
+    for (_, e) in &group {
+        for d in std::iter::once(&e.manifest.config).chain(&e.manifest.layers) {
+            if !seen.insert(d.digest.clone()) {
+                continue;
+            }
+            let _permit = if d.size > BIG_BLOB { Some(big_blob.acquire().await?) } else { None };
+            let data = layout.read_blob(&d.digest, d.size)?;
+            if repo.put_blob(&d.digest, data).await.with_context(|| format!("pushing blob {} to {}", d.digest, repo.describe(&e.tag)))? {
+                out.uploaded += 1;
+            } else {
+                out.present += 1;
+            }
+        }
+    }
+    let mut done = BTreeSet::new();
+    for (i, e) in group.iter().filter(|(_, e)| e.signs.is_none()) {
+        if repo.resolve(&e.tag).await? == Some(e.desc.digest.clone()) {
+            out.actions.push((*i, "unchanged"));
+            done.insert(*i);
+        } else {
+            repo.put_manifest(e.bytes.clone(), &e.desc.media_type, None)
+                .await
+                .with_context(|| format!("pushing {}", repo.describe(&e.desc.digest)))?;
+        }
+    }
+    for (i, e) in &group {
+        let Some(signed) = &e.signs else { continue };
+        let action = match repo.resolve(&e.tag).await? {
+            Some(d) if d == e.desc.digest => "unchanged",
+            None => {
+                repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
+                    .await
+                    .with_context(|| format!("pushing {}", repo.describe(&e.tag)))?;
+                "pushed"
+            }
+            Some(_) => {
+                // The destination has other signatures: merge (cosign appends), never drop.
+                let mut layers = Vec::new();
+                for l in &e.manifest.layers {
+                    layers.push((l.clone(), layout.read_blob(&l.digest, l.size)?));
+                }
+                trust::append_signature_layers(&repo, signed, layers)
+                    .await
+                    .with_context(|| format!("merging signatures into {}", repo.describe(&e.tag)))?;
+                "merged"
+            }
+        };
+        out.actions.push((*i, action));
+    }
+    for (i, e) in group.iter().filter(|(i, e)| e.signs.is_none() && !done.contains(i)) {
+        repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
+            .await
+            .with_context(|| format!("tagging {}", repo.describe(&e.tag)))?;
+        out.actions.push((*i, "pushed"));
+    }
+    Ok(out)
 }
 
 /// Reads the index: every manifest must have a `<repository>:<tag>` ref name, parse, and
