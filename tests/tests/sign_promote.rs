@@ -66,6 +66,16 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--key", p]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(sig_manifest(&reg, "mirror/edge", &d2).unwrap()["layers"].as_array().unwrap().len(), 1);
+
+    // Into a new OCI layout (relocation): the copy verifies offline, docker-reference
+    // still names the original registry.
+    let layout = tmp.path().join("airgap");
+    let dst = format!("oci:{}:prod", layout.display());
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &dst, "--key", p]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = verify(&dst, &[&public], 1);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["matched"][0]["docker_reference"], reg.reference("fleet/edge"));
 }
 
 #[test]

@@ -73,7 +73,15 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let (dst, dst_tag, dst_name) = if valid_tag(&args.destination) && !args.destination.contains('/') {
         (src.clone(), args.destination.clone(), src.describe(&args.destination))
     } else {
-        let (dst, lookup, parsed) = open_reference(&args.destination, &client, true)?;
+        let (dst, lookup, parsed) = match drover_proto::Reference::parse(&args.destination)? {
+            // A new OCI layout is created (relocation into an air-gapped copy).
+            layout @ drover_proto::Reference::Layout { .. } => {
+                let (repo, lookup) =
+                    Repo::open(&layout, &client, true).with_context(|| format!("opening {}", args.destination))?;
+                (repo, lookup, layout)
+            }
+            _ => open_reference(&args.destination, &client, true)?,
+        };
         let tag = match (lookup, parsed.as_registry()) {
             (Some(t), r) if !drover_proto::digest::is_valid_digest(&t) && r.is_none_or(|r| r.digest.is_none()) => t,
             _ => anyhow::bail!("destination {} must end in a tag (HOST/REPO:TAG or oci:DIR:TAG), not a digest", args.destination),
