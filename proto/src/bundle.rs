@@ -163,6 +163,17 @@ pub struct BundleObject {
 /// Unpacks a content layer and checks it against the (already verified) config index:
 /// every file indexed, every hash equal, each file exactly one object with the indexed identity.
 pub fn open_content(config: &BundleConfig, layer: &[u8], limits: &UnpackLimits) -> Result<Vec<BundleObject>, ContentError> {
+    open_content_with(config, layer, limits, |o| o)
+}
+
+/// Like [`open_content`] with the same checks, handing each object to `keep` as soon as it
+/// is checked (the agent drops parsed values it does not need, keeping memory flat).
+pub fn open_content_with<T>(
+    config: &BundleConfig,
+    layer: &[u8],
+    limits: &UnpackLimits,
+    mut keep: impl FnMut(BundleObject) -> T,
+) -> Result<Vec<T>, ContentError> {
     let mut files = unpack(layer, limits)?;
     for path in files.keys() {
         if !path.starts_with("manifests/") {
@@ -189,7 +200,7 @@ pub fn open_content(config: &BundleConfig, layer: &[u8], limits: &UnpackLimits) 
                 reason: format!("holds {found}, the index says {id}"),
             });
         }
-        out.push(BundleObject { id, path: entry.path.clone(), yaml, value });
+        out.push(keep(BundleObject { id, path: entry.path.clone(), yaml, value }));
     }
     if let Some(extra) = files.into_keys().next() {
         return Err(ContentError::NotIndexed(extra));
