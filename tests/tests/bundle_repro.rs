@@ -114,3 +114,24 @@ fn created_sequence_and_registry_agree() {
     let seq = j["sequence"].as_u64().unwrap();
     assert!(seq >= before && seq <= before + 60, "{seq} vs {before}");
 }
+
+#[test]
+fn cluster_scoped_kind_and_allow_mass_prune_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("g.yaml"), "apiVersion: ex.io/v1\nkind: Gadget\nmetadata: {name: g}\n").unwrap();
+    let out = format!("oci:{}:t", tmp.path().join("l").display());
+    let refused = drover_tests::run("drover", &["build", dir.to_str().unwrap(), "--out", &out], &[]);
+    assert_ne!(refused.code, 0, "Gadget is namespaced unless declared");
+    assert!(refused.stderr.contains("--cluster-scoped-kind Gadget"), "{}", refused.stderr);
+    run_ok(
+        "drover",
+        &["build", dir.to_str().unwrap(), "--out", &out, "--cluster-scoped-kind", "Gadget", "--allow-mass-prune", "--sequence", "1"],
+        &[],
+    );
+    let i = run_ok("drover", &["-o", "json", "inspect", &out], &[]).json();
+    assert_eq!(i["config"]["allowMassPrune"], true);
+    assert_eq!(i["allowMassPrune"], true);
+    assert_eq!(i["config"]["objects"][0]["path"], "manifests/_cluster/Gadget.ex.io.g.yaml");
+}
