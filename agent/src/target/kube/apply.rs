@@ -101,10 +101,8 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
 async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> Vec<ObjectOutcome> {
     let mut resolved: Resolutions = HashMap::new();
     for o in &group.objects {
-        let k = (o.id.api_version.clone(), o.id.kind.clone());
-        if !resolved.contains_key(&k) {
-            let r = t.resolver.resolve(&k.0, &k.1).await;
-            resolved.insert(k, r);
+        if let std::collections::hash_map::Entry::Vacant(slot) = resolved.entry((o.id.api_version.clone(), o.id.kind.clone())) {
+            slot.insert(t.resolver.resolve(&o.id.api_version, &o.id.kind).await);
         }
     }
     let known = list_known(t, group, &resolved).await;
