@@ -92,12 +92,15 @@ end=$(date +%s.%N)
 curl -fsS "http://$listen/readyz" >/dev/null || { echo "agent never became ready"; cat "$WORK/agent.log"; exit 1; }
 files=$(find "$WORK/out/manifests" -type f | wc -l)
 hwm=$(kib VmHWM)
+ready_anon=$(kib RssAnon); ready_file=$(kib RssFile)
 sleep 5   # a few unchanged polls
 rss=$(kib VmRSS)
+anon=$(kib RssAnon); filed=$(kib RssFile)
 hwm_after=$(kib VmHWM)
 kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; code=$?; AGENT_PID=""
 printf 'objects applied:            %d (files in target)\n' "$files"
 printf 'start -> ready (first apply): %.2f s\n' "$(echo "$end - $start" | bc)"
 printf 'peak RSS through first apply: %.1f MiB (VmHWM; goal <= 20 MiB)\n' "$(echo "$hwm / 1024" | bc -l)"
 printf 'idle RSS after 5 s of polls:  %.1f MiB (VmRSS; goal <= 12 MiB); VmHWM then %.1f MiB\n' "$(echo "$rss / 1024" | bc -l)" "$(echo "$hwm_after / 1024" | bc -l)"
+printf '  at ready: RssAnon %d KiB, RssFile %d KiB; idle: RssAnon %d KiB, RssFile %d KiB\n' "$ready_anon" "$ready_file" "$anon" "$filed"
 printf 'SIGTERM exit code:            %d\n' "$code"

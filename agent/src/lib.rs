@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod fetch;
 pub mod leader;
+pub mod memory;
 pub mod metrics;
 pub mod pipeline;
 pub mod plan;
@@ -40,6 +41,7 @@ fn init_logs(format: LogFormat) {
 
 /// The whole program: parses the command line and runs it. Returns the exit code.
 pub fn main_entry() -> i32 {
+    memory::limit_arenas();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

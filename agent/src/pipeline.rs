@@ -228,7 +228,7 @@ impl Pipeline {
         }
         let allow_mass_prune = verified.bundle.config.allow_mass_prune;
         at.stage = "unpack";
-        let unpacked = match unpack::unpack(verified) {
+        let unpacked = match unpack::unpack(verified, self.target.needs_values()) {
             Ok(u) => u,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };

@@ -142,6 +142,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
             }
         };
         let Some(out) = outcome else { break 0 };
+        crate::memory::trim();
         if once {
             break match out.result {
                 AttemptResult::Applied | AttemptResult::Unchanged if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,

@@ -3,7 +3,7 @@
 //! one object whose identity matches the index.
 
 use drover_proto::archive::UnpackLimits;
-use drover_proto::bundle::{open_content, BundleObject};
+use drover_proto::bundle::{open_content_with, BundleObject};
 use drover_proto::config::BundleConfig;
 
 use crate::pipeline::StageError;
@@ -19,10 +19,17 @@ pub struct Unpacked {
     pub objects: Vec<BundleObject>,
 }
 
-/// Opens the content layer (the layer bytes are dropped afterwards).
-pub fn unpack(v: Verified) -> Result<Unpacked, StageError> {
+/// Opens the content layer (the layer bytes are dropped afterwards). Without
+/// `keep_values` each parsed object is dropped once checked (`value` is `Null`).
+pub fn unpack(v: Verified, keep_values: bool) -> Result<Unpacked, StageError> {
     let b = v.bundle;
-    let objects = open_content(&b.config, &b.layer, &UnpackLimits::default())
+    let keep = |mut o: BundleObject| {
+        if !keep_values {
+            o.value = serde_json::Value::Null;
+        }
+        o
+    };
+    let objects = open_content_with(&b.config, &b.layer, &UnpackLimits::default(), keep)
         .map_err(|e| StageError::Rejected { reason: "content", message: format!("{}: {e}", b.digest) })?;
     Ok(Unpacked { digest: b.digest, config: b.config, objects })
 }

@@ -57,3 +57,11 @@ pub fn run_ok(name: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
     assert_eq!(out.code, 0, "{name} {args:?} failed:\nstdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
     out
 }
+
+/// Runs an external tool (skopeo, python3, ...) and returns its stdout, panicking with
+/// its stderr unless it exits 0.
+pub fn tool_ok(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd} must be installed (tests/run.sh installs it): {e}"));
+    assert!(out.status.success(), "{cmd} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}

@@ -7,7 +7,7 @@ pub mod bins;
 pub mod fakekube;
 pub mod registry;
 
-pub use bins::{bin, run, run_ok, Out};
+pub use bins::{bin, run, run_ok, tool_ok, Out};
 pub use registry::Registry;
 
 /// A free TCP port on 127.0.0.1 (bound then released).

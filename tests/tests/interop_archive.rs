@@ -2,20 +2,9 @@
 //! archive, `skopeo copy oci-archive:FILE:<repository>:<tag>` into a registry keeps the
 //! digest, and the copied bundle still verifies once its `.sig` tag is copied too.
 
-use std::process::Command;
 
-use drover_tests::{run_ok, Registry};
-
-fn sh(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd} must be installed (tests/run.sh installs it): {e}"));
-    assert!(out.status.success(), "{cmd} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn sha256(data: &[u8]) -> String {
-    use sha2::Digest;
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(data)))
-}
+use drover_proto::digest::sha256_digest;
+use drover_tests::{run_ok, tool_ok, Registry};
 
 #[test]
 fn skopeo_reads_and_copies_exported_archive_keeping_digests() {
@@ -48,16 +37,16 @@ fn skopeo_reads_and_copies_exported_archive_keeping_digests() {
 
     // skopeo reads the archive by <repository>:<tag>
     let src = format!("oci-archive:{}:fleet/edge:prod", archive.display());
-    let raw = sh("skopeo", &["inspect", "--raw", &src]);
-    assert_eq!(sha256(raw.as_bytes()), digest);
+    let raw = tool_ok("skopeo", &["inspect", "--raw", &src]);
+    assert_eq!(sha256_digest(raw.as_bytes()), digest);
 
     // skopeo copy archive -> registry keeps the digest; the .sig tag is copied explicitly
     let dest = reg.reference("copied/edge:prod");
-    sh("skopeo", &["copy", "--quiet", "--dest-tls-verify=false", &src, &format!("docker://{dest}")]);
-    let copied = sh("skopeo", &["inspect", "--raw", "--tls-verify=false", &format!("docker://{dest}")]);
-    assert_eq!(sha256(copied.as_bytes()), digest);
+    tool_ok("skopeo", &["copy", "--quiet", "--dest-tls-verify=false", &src, &format!("docker://{dest}")]);
+    let copied = tool_ok("skopeo", &["inspect", "--raw", "--tls-verify=false", &format!("docker://{dest}")]);
+    assert_eq!(sha256_digest(copied.as_bytes()), digest);
     let sig = format!("{}.sig", digest.replace(':', "-"));
-    sh(
+    tool_ok(
         "skopeo",
         &[
             "copy",

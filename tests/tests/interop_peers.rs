@@ -3,9 +3,9 @@
 //! pulls a bundle into `manifests/...`, one file per object.
 
 use std::path::Path;
-use std::process::Command;
 
-use drover_tests::{run_ok, Registry};
+use drover_proto::digest::sha256_digest;
+use drover_tests::{run_ok, tool_ok, Registry};
 
 fn input(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
@@ -14,17 +14,6 @@ fn input(dir: &Path) {
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: web}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: web}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: web}\ndata: {a: b}\n",
     )
     .unwrap();
-}
-
-fn sh(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd} must be installed (tests/run.sh installs it): {e}"));
-    assert!(out.status.success(), "{cmd} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn sha256(data: &[u8]) -> String {
-    use sha2::Digest;
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(data)))
 }
 
 #[test]
@@ -53,15 +42,15 @@ fn skopeo_reads_pushed_manifest_and_copies_layout_keeping_digest() {
     let digest = pushed["digest"].as_str().unwrap();
 
     // skopeo inspect --raw: the exact manifest bytes, artifactType and annotations intact
-    let raw = sh("skopeo", &["inspect", "--raw", "--tls-verify=false", &format!("docker://{}", reg.reference("fleet/edge:dev"))]);
-    assert_eq!(sha256(raw.as_bytes()), digest);
+    let raw = tool_ok("skopeo", &["inspect", "--raw", "--tls-verify=false", &format!("docker://{}", reg.reference("fleet/edge:dev"))]);
+    assert_eq!(sha256_digest(raw.as_bytes()), digest);
     let m: serde_json::Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(m["artifactType"], "application/vnd.drover.bundle.v1");
     assert_eq!(m["config"]["mediaType"], "application/vnd.drover.bundle.config.v1+json");
     assert_eq!(m["layers"][0]["mediaType"], "application/vnd.oci.image.layer.v1.tar+gzip");
     assert_eq!(m["annotations"]["dev.drover.sequence"], "3");
     // the history tag is listed
-    let tags = sh("skopeo", &["list-tags", "--tls-verify=false", &format!("docker://{}", reg.reference("fleet/edge"))]);
+    let tags = tool_ok("skopeo", &["list-tags", "--tls-verify=false", &format!("docker://{}", reg.reference("fleet/edge"))]);
     assert!(tags.contains("\"dev-3\"") && tags.contains("\"dev\""), "{tags}");
 
     // skopeo copy oci:LAYOUT:TAG -> registry keeps the digest (no conversion of artifacts)
@@ -85,9 +74,9 @@ fn skopeo_reads_pushed_manifest_and_copies_layout_keeping_digest() {
     .json();
     assert_eq!(built["digest"], digest, "build and push agree");
     let dest = format!("docker://{}", reg.reference("copied/edge:v1"));
-    sh("skopeo", &["copy", "--quiet", "--dest-tls-verify=false", &format!("oci:{}:v1", layout.display()), &dest]);
-    let copied = sh("skopeo", &["inspect", "--raw", "--tls-verify=false", &dest]);
-    assert_eq!(sha256(copied.as_bytes()), digest);
+    tool_ok("skopeo", &["copy", "--quiet", "--dest-tls-verify=false", &format!("oci:{}:v1", layout.display()), &dest]);
+    let copied = tool_ok("skopeo", &["inspect", "--raw", "--tls-verify=false", &dest]);
+    assert_eq!(sha256_digest(copied.as_bytes()), digest);
     // and drover reads the copy as a bundle
     let i = run_ok("drover", &["-o", "json", "inspect", &reg.reference("copied/edge:v1"), "--plain-http"], &[]).json();
     assert_eq!(i["digest"], digest);
@@ -107,7 +96,7 @@ fn oras_pulls_one_file_per_object() {
         reg.reference("fleet/edge:dev"),
         out.display()
     );
-    sh("python3", &["-c", &script]);
+    tool_ok("python3", &["-c", &script]);
     let mut files = Vec::new();
     walk(&out, &out, &mut files);
     files.sort();

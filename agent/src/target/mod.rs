@@ -75,7 +75,8 @@ pub struct PlannedObject {
     pub path: String,
     /// The exact bytes from the bundle (hash checked against the signed index).
     pub yaml: Arc<Vec<u8>>,
-    /// The parsed object.
+    /// The parsed object; `Value::Null` for targets whose [`Target::needs_values`] is false
+    /// (the dir target writes `yaml` only; not keeping 1,000 parsed trees saves ~7 MiB).
     pub value: Arc<serde_json::Value>,
 }
 
@@ -303,6 +304,12 @@ pub enum TargetError {
 pub trait Target: Send + Sync {
     /// Short description for logs and status (`dir:/srv/out`, `kube`).
     fn describe(&self) -> String;
+
+    /// True when the target reads [`PlannedObject::value`] (default). A target that only
+    /// needs the bytes returns false and receives `Value::Null` there.
+    fn needs_values(&self) -> bool {
+        true
+    }
 
     /// Applies the groups in order; one outcome per object. `Err` only when nothing could
     /// be attempted (then nothing was changed).

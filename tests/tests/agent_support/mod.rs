@@ -65,6 +65,11 @@ impl Fx {
     /// Writes `objects` (name → YAML) into a fresh input dir and pushes it signed with `key`.
     /// Returns the digest.
     pub fn push(&self, objects: &[(&str, String)], seq: u64, key: Option<&str>, extra: &[&str]) -> String {
+        self.push_for("edge", objects, seq, key, extra)
+    }
+
+    /// Like [`Fx::push`] for another cluster type.
+    pub fn push_for(&self, cluster_type: &str, objects: &[(&str, String)], seq: u64, key: Option<&str>, extra: &[&str]) -> String {
         let dir = self.p(&format!("in-{seq}-{}", objects.len()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -74,7 +79,7 @@ impl Fx {
         let seq_s = seq.to_string();
         let mut args = vec![
             "-o", "json", "push", dir.to_str().unwrap(), &self.tag_ref, "--plain-http", "--sequence", &seq_s,
-            "--cluster-type", "edge", "--environment", "prod",
+            "--cluster-type", cluster_type, "--environment", "prod",
         ];
         let key_path;
         if let Some(k) = key {
