@@ -38,13 +38,17 @@ pub async fn status(args: QueryArgs) -> anyhow::Result<()> {
         None => {
             let store = open_store(&args)?;
             let mut st = Status { role: "single".into(), ..Default::default() };
-            // One agent polls one source; after a reconfiguration show the most recent.
-            let mut sources = store.sources()?;
-            sources.sort_by_key(|s| s.last_attempt.as_ref().map(|a| a.at.clone()));
-            match sources.pop() {
-                Some(s) => st.set_state(&s),
-                None => bail!("the database records no source yet"),
-            }
+            // One agent polls one source; after a reconfiguration show the one attempted
+            // last (history ids increase; timestamps tie within a second).
+            let latest = store.history(1)?.pop().map(|a| a.source);
+            let state = match latest {
+                Some(source) => store.source(&source)?,
+                None => match store.sources()?.pop() {
+                    Some(s) => s,
+                    None => bail!("the database records no source yet"),
+                },
+            };
+            st.set_state(&state);
             st
         }
     };
