@@ -9,3 +9,4 @@ pub mod platform;
 pub mod regargs;
 pub mod release;
 pub mod signing;
+pub mod trustargs;

@@ -12,12 +12,13 @@ use anyhow::Context;
 use drover_proto::digest::is_valid_digest;
 use drover_proto::layout::Layout;
 use drover_proto::manifest::{Descriptor, Manifest};
-use drover_proto::trust::{self, TrustPolicy};
+use drover_proto::trust;
 use drover_proto::{media, RegistryRef, Repo};
 use serde::Serialize;
 
 use crate::output::{print_json, print_table, OutputFormat};
 use crate::regargs::RegistryArgs;
+use crate::trustargs::TrustArgs;
 
 const MAX_MANIFEST: u64 = 4 << 20;
 /// Repositories pushed at once.
@@ -33,12 +34,9 @@ pub struct Args {
     /// Registry prefix to import under: HOST[:PORT][/PATH]; each bundle goes to PREFIX/<repository>.
     #[arg(long, value_name = "PREFIX")]
     to: String,
-    /// Trusted public key (PEM), repeatable: every bundle must verify or nothing is pushed.
-    #[arg(long = "key", value_name = "PUB")]
-    keys: Vec<PathBuf>,
-    /// Distinct trusted keys that must have signed each bundle (with --key).
-    #[arg(long, default_value_t = 1)]
-    threshold: usize,
+    /// Trusted keys (optional): every bundle must verify or nothing is pushed.
+    #[command(flatten)]
+    trust: TrustArgs,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -72,13 +70,7 @@ struct Report {
 
 /// Runs `drover import`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let policy = match args.keys.is_empty() {
-        true => {
-            anyhow::ensure!(args.threshold == 1, "--threshold needs --key");
-            None
-        }
-        false => Some(TrustPolicy::from_files(&args.keys, args.threshold)?),
-    };
+    let policy = args.trust.optional_policy()?;
     let prefix = args.to.trim_end_matches('/').to_string();
     RegistryRef::parse(&format!("{prefix}/x")).with_context(|| format!("--to {:?} must be HOST[:PORT][/PATH]", args.to))?;
     let client = args.registry.client()?;

@@ -2,18 +2,18 @@
 //! destination tag at the same digest (copying bundle and signatures when the
 //! destination repository differs). Refuses to lower the destination's sequence.
 
-use std::path::PathBuf;
 
 use anyhow::Context;
 use drover_proto::digest::signature_tag;
 use drover_proto::reference::valid_tag;
 use drover_proto::repo::FetchLimits;
-use drover_proto::trust::{copy_signatures, verify, TrustPolicy};
+use drover_proto::trust::{copy_signatures, verify};
 use drover_proto::{media, Repo};
 use serde::Serialize;
 
 use crate::output::{print_json, print_table, OutputFormat};
 use crate::regargs::RegistryArgs;
+use crate::trustargs::TrustArgs;
 use crate::signing::{open_reference, resolve_digest, same_repository};
 
 /// Arguments of `drover promote`.
@@ -24,12 +24,9 @@ pub struct Args {
     /// The destination: a tag in the source repository (e.g. prod-ring1), or a full
     /// reference with a tag (HOST/OTHER-REPO:TAG, oci:DIR:TAG).
     pub destination: String,
-    /// Trusted public key (PEM); repeat for several keys.
-    #[arg(long = "key", value_name = "PUB", required = true)]
-    pub keys: Vec<PathBuf>,
-    /// Distinct trusted keys that must have signed.
-    #[arg(long, default_value_t = 1)]
-    pub threshold: usize,
+    /// Trusted keys and threshold.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Registry connection flags.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -57,7 +54,7 @@ struct Report {
 
 /// Runs `drover promote`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let policy = TrustPolicy::from_files(&args.keys, args.threshold)?;
+    let policy = args.trust.policy()?;
     let client = args.registry.client()?;
     let (src, src_lookup, _) = open_reference(&args.source, &client, false)?;
     let digest = resolve_digest(&src, src_lookup.as_deref(), &args.source).await?;

@@ -1,13 +1,13 @@
 //! `drover verify REF --key PUB... [--threshold N]`: exit 0 only when at least N distinct
 //! trusted keys signed this exact digest; reports matched keys and why others failed.
 
-use std::path::PathBuf;
 
-use drover_proto::trust::{verify, TrustError, TrustPolicy, Verification};
+use drover_proto::trust::{verify, TrustError, Verification};
 use serde::Serialize;
 
 use crate::output::{print_json, print_table, OutputFormat};
 use crate::regargs::RegistryArgs;
+use crate::trustargs::TrustArgs;
 use crate::signing::{open_reference, resolve_digest};
 
 /// Arguments of `drover verify`.
@@ -15,12 +15,9 @@ use crate::signing::{open_reference, resolve_digest};
 pub struct Args {
     /// The bundle: HOST/REPO:TAG, HOST/REPO@sha256:..., oci:DIR:TAG or oci-archive:FILE:TAG.
     pub reference: String,
-    /// Trusted public key (PEM); repeat for several keys (rotation, two-party release).
-    #[arg(long = "key", value_name = "PUB", required = true)]
-    pub keys: Vec<PathBuf>,
-    /// Distinct trusted keys that must have signed.
-    #[arg(long, default_value_t = 1)]
-    pub threshold: usize,
+    /// Trusted keys and threshold.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Registry connection flags.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -40,7 +37,7 @@ struct Report<'a> {
 
 /// Runs `drover verify`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let policy = TrustPolicy::from_files(&args.keys, args.threshold)?;
+    let policy = args.trust.policy()?;
     let client = args.registry.client()?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, false)?;
     let digest = resolve_digest(&repo, lookup.as_deref(), &args.reference).await?;
