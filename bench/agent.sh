@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
-cargo build --release -p drover-bundler -p drover-agent --quiet
+[[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler -p drover-agent --quiet
 DROVER=$PWD/target/release/drover
 AGENT=$PWD/target/release/drover-agent
 WORK=$(mktemp -d)

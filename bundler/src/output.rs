@@ -44,3 +44,39 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
         line(row.iter().map(String::as_str).collect());
     }
 }
+
+/// Writes a directory all at once: `fill` writes into a temporary sibling of `dest`, which
+/// then replaces `dest` (an existing `dest` is moved aside and removed). On any error the
+/// temporary directory is removed and `dest` is left as it was.
+pub fn write_dir_atomically(
+    dest: &std::path::Path,
+    fill: impl FnOnce(&std::path::Path) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".drover-staging-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    fill(tmp.path())?;
+    let staged = tmp.keep();
+    let result = (|| -> anyhow::Result<()> {
+        if dest.is_dir() {
+            let old = parent.join(format!(".drover-old-{}", std::process::id()));
+            std::fs::rename(dest, &old).with_context(|| format!("moving the old {} aside", dest.display()))?;
+            std::fs::rename(&staged, dest).with_context(|| format!("renaming into {}", dest.display()))?;
+            std::fs::remove_dir_all(&old).with_context(|| format!("removing the old {}", old.display()))?;
+        } else {
+            std::fs::rename(&staged, dest).with_context(|| format!("renaming into {}", dest.display()))?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staged);
+    }
+    result
+}

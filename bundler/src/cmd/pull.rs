@@ -10,7 +10,7 @@ use drover_proto::bundle::{open_content, BundleObject};
 use drover_proto::{FetchLimits, FetchedBundle, Reference, Repo};
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{print_json, print_table, write_dir_atomically, OutputFormat};
 use crate::regargs::RegistryArgs;
 
 /// Arguments of `drover pull`.
@@ -91,30 +91,17 @@ fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// Writes the objects under `dir/manifests/...`: into a temporary sibling first, then
-/// renamed into place, so DIR appears complete or not at all.
+/// Writes the objects under `dir/manifests/...`, so DIR appears complete or not at all.
 fn write_tree(dir: &Path, objects: &[BundleObject]) -> anyhow::Result<()> {
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".drover-pull-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
-    for o in objects {
-        // Paths were checked by open_content (manifests/..., no '..', no absolute paths).
-        let p = tmp.path().join(&o.path);
-        if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    write_dir_atomically(dir, |tmp| {
+        for o in objects {
+            // Paths were checked by open_content (manifests/..., no '..', no absolute paths).
+            let p = tmp.join(&o.path);
+            if let Some(d) = p.parent() {
+                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            }
+            std::fs::write(&p, &o.yaml).with_context(|| format!("writing {}", p.display()))?;
         }
-        std::fs::write(&p, &o.yaml).with_context(|| format!("writing {}", p.display()))?;
-    }
-    if dir.exists() {
-        std::fs::remove_dir(dir).with_context(|| format!("replacing empty {}", dir.display()))?;
-    }
-    let kept = tmp.keep();
-    std::fs::rename(&kept, dir).with_context(|| format!("moving {} to {}", kept.display(), dir.display()))?;
-    Ok(())
+        Ok(())
+    })
 }

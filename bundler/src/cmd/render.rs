@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{print_json, print_table, write_dir_atomically, OutputFormat};
 use crate::platform::{Platform, RenderedType};
 
 /// Arguments of `drover render`.
@@ -80,46 +80,24 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
 
 /// Writes every cluster type into a temporary sibling of `out`, then renames it into place.
 fn write_all(out: &Path, rendered: &[RenderedType]) -> anyhow::Result<()> {
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".drover-render-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
-    // One thread per core; each cluster type creates its directories once.
-    let written = crate::platform::par_map(rendered, |t| -> anyhow::Result<()> {
-        let dir = tmp.path().join(&t.name);
-        std::fs::create_dir_all(dir.join("manifests")).with_context(|| format!("creating {}", dir.display()))?;
-        let mut made = std::collections::HashSet::new();
-        for (id, yaml) in &t.objects {
-            let path = dir.join(id.bundle_path());
-            if let Some(p) = path.parent() {
-                if made.insert(p.to_path_buf()) {
-                    std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+    write_dir_atomically(out, |tmp| {
+        // One thread per core; each cluster type creates its directories once.
+        let written = crate::platform::par_map(rendered, |t| -> anyhow::Result<()> {
+            let dir = tmp.join(&t.name);
+            std::fs::create_dir_all(dir.join("manifests")).with_context(|| format!("creating {}", dir.display()))?;
+            let mut made = std::collections::HashSet::new();
+            for (id, yaml) in &t.objects {
+                let path = dir.join(id.bundle_path());
+                if let Some(p) = path.parent() {
+                    if made.insert(p.to_path_buf()) {
+                        std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+                    }
                 }
+                std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
             }
-            std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
-        }
+            Ok(())
+        });
+        written.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
         Ok(())
-    });
-    written.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
-    let staged = tmp.keep();
-    let result = (|| -> anyhow::Result<()> {
-        if out.is_dir() {
-            let old = parent.join(format!(".drover-render-old-{}", std::process::id()));
-            std::fs::rename(out, &old).with_context(|| format!("moving the old {} aside", out.display()))?;
-            std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
-            std::fs::remove_dir_all(&old).with_context(|| format!("removing the old output {}", old.display()))?;
-        } else {
-            std::fs::rename(&staged, out).with_context(|| format!("renaming into {}", out.display()))?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staged);
-    }
-    result
+    })
 }
