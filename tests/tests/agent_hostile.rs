@@ -97,7 +97,8 @@ fn hostile_bundles_are_refused_without_touching_the_target() {
 
     // (name, expected text in the recorded reason, how to publish it)
     let two_docs = format!("{YAML_A}---\n{YAML_A}");
-    let mut cases: Vec<(&str, &str, Box<dyn Fn(&Fx) -> String>)> = vec![
+    type Publish = Box<dyn Fn(&Fx) -> String>;
+    let mut cases: Vec<(&str, &str, Publish)> = vec![
         ("path traversal", "unsafe path", Box::new(|fx| {
             push_raw(fx, &raw_bundle(raw_layer("manifests/../../evil.yaml", tar::EntryType::Regular, YAML_A.as_bytes(), None), config(60, &sha256_hex(YAML_A.as_bytes())), None))
         })),

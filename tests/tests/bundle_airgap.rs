@@ -55,7 +55,7 @@ impl Setup {
             "-o",
             "json",
             "push",
-            &self.tmp.path().join(name).to_str().unwrap().to_string(),
+            self.tmp.path().join(name).to_str().unwrap(),
             &r,
             "--plain-http",
             "--sequence",

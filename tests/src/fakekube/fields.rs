@@ -155,11 +155,10 @@ pub fn decode(v: &Value) -> FieldSet {
             .map(|m| m.iter().filter(|(k, _)| k.starts_with("f:")).collect())
             .unwrap_or_default();
         let self_owned = v.as_object().is_some_and(|m| m.contains_key("."));
-        if children.is_empty() || self_owned {
-            if !prefix.is_empty() {
+        if (children.is_empty() || self_owned)
+            && !prefix.is_empty() {
                 out.insert(prefix.clone());
             }
-        }
         for (k, c) in children {
             prefix.push(k[2..].to_string());
             rec(c, prefix, out);

@@ -58,8 +58,11 @@ pub const VERBS: [&str; 8] = [
     "watch",
 ];
 
-/// Table of built-in resources: (group, version, kind, plural, namespaced, short names, status subresource).
-const BUILTIN: &[(&str, &str, &str, &str, bool, &[&str], bool)] = &[
+/// One built-in resource: (group, version, kind, plural, namespaced, short names, status subresource).
+type BuiltinRow = (&'static str, &'static str, &'static str, &'static str, bool, &'static [&'static str], bool);
+
+/// Table of built-in resources (see [`BuiltinRow`]).
+const BUILTIN: &[BuiltinRow] = &[
     ("", "v1", "Namespace", "namespaces", false, &["ns"], true),
     ("", "v1", "ConfigMap", "configmaps", true, &["cm"], false),
     ("", "v1", "Secret", "secrets", true, &[], false),

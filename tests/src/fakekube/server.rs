@@ -176,7 +176,7 @@ fn default_manager(headers: &HeaderMap) -> String {
         .collect()
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -313,6 +313,8 @@ fn dispatch(
     }
 }
 
+// One reply per request, moved once: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Reply {
     Json(u16, Value),
     Watch(
