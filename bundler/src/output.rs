@@ -80,3 +80,17 @@ pub fn write_dir_atomically(
     }
     result
 }
+
+/// A progress bar on stderr when it is a terminal and there is more than one step;
+/// hidden otherwise (CI logs, pipes, `-o json` consumers see nothing).
+pub fn progress_bar(len: usize) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() || len < 2 {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}") {
+        bar.set_style(style);
+    }
+    bar
+}

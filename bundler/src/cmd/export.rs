@@ -4,7 +4,6 @@
 //! is deterministic: the same references (same digests) give byte-identical files.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -14,7 +13,7 @@ use drover_proto::manifest::Manifest;
 use drover_proto::{media, Reference, Repo};
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{print_json, print_table, progress_bar, OutputFormat};
 use crate::regargs::RegistryArgs;
 
 /// Largest blob export copies (bundles are far smaller; this bounds memory).
@@ -76,7 +75,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     }
     let staging = tempfile::Builder::new().prefix("drover-export-").tempdir().context("creating a staging directory")?;
     let layout = Layout::create(staging.path())?;
-    let bar = progress(sources.len());
+    let bar = progress_bar(sources.len());
     // Up to CONCURRENCY references at once, all in this task: the layout writes are
     // synchronous (never interleaved) and the index is sorted, so the archive does not
     // depend on completion order.
@@ -159,17 +158,6 @@ async fn copy_manifest(repo: &Repo, layout: &Layout, bytes: &[u8], ref_name: &st
     layout.write_blob(bytes)?;
     layout.set_ref(Some(ref_name), desc)?;
     Ok(m.layers.len())
-}
-
-fn progress(len: usize) -> indicatif::ProgressBar {
-    if !std::io::stderr().is_terminal() || len < 2 {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}") {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// Hex sha256 of a file, streamed.

@@ -16,7 +16,7 @@ use drover_proto::trust;
 use drover_proto::{media, RegistryRef, Repo};
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{print_json, print_table, progress_bar, OutputFormat};
 use crate::regargs::RegistryArgs;
 use crate::trustargs::TrustArgs;
 
@@ -105,13 +105,21 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         groups.entry(e.repository.as_str()).or_default().push((i, e));
     }
     let big_blob = tokio::sync::Semaphore::new(1);
+    let bar = progress_bar(groups.len());
     let mut jobs = Vec::new();
     for (repository, group) in groups {
         let repo = Repo::Registry { client: client.clone(), repo: RegistryRef::parse(&format!("{prefix}/{repository}"))? };
-        jobs.push(push_group(repo, group, &layout, &big_blob));
+        let (bar, big_blob, layout) = (&bar, &big_blob, &layout);
+        jobs.push(async move {
+            let pushed = push_group(repo, group, layout, big_blob).await;
+            bar.set_message(repository.to_string());
+            bar.inc(1);
+            pushed
+        });
     }
     use futures::StreamExt;
     let results: Vec<anyhow::Result<Pushed>> = futures::stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+    bar.finish_and_clear();
     let mut actions: BTreeMap<usize, &'static str> = BTreeMap::new();
     for r in results {
         let p = r?;
