@@ -14,24 +14,18 @@ N=${1:-1000}
 DROVER=$PWD/target/release/drover
 AGENT=$PWD/target/release/drover-agent
 WORK=$(mktemp -d)
-REG_PID=""
+source bench/lib.sh
 AGENT_PID=""
 cleanup() {
   [[ -n $AGENT_PID ]] && kill "$AGENT_PID" 2>/dev/null
-  [[ -n $REG_PID ]] && kill "$REG_PID" 2>/dev/null
+  stop_registries
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 kib() { awk -v k="$1" '$1==k":" {print $2}' "/proc/$AGENT_PID/status"; }
 
-port=$(free_port)
-mkdir -p "$WORK/reg/storage"
-printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\nstorage: {filesystem: {rootdirectory: %s/reg/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$WORK" "$port" > "$WORK/reg/config.yml"
-docker-registry serve "$WORK/reg/config.yml" >"$WORK/reg/log" 2>&1 &
-REG_PID=$!
-for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
-REF="127.0.0.1:$port/fleet/bench:prod"
+start_registry
+REF="$REG/fleet/bench:prod"
 
 # Input: N objects, a realistic mix (Deployments, Services, ConfigMaps) across 10 namespaces.
 python3 - "$WORK/in" "$N" <<'PY'

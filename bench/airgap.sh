@@ -10,23 +10,14 @@ N=${1:-300}
 [[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler --quiet   # SKIP_BUILD=1: use the existing binary
 DROVER=$PWD/target/release/drover
 WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+source bench/lib.sh
+cleanup() { stop_registries; rm -rf "$WORK"; }
 trap cleanup EXIT
 export DROVER_KEY_PASSWORD=bench
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-start_registry() {
-  local port; port=$(free_port)
-  local dir="$WORK/reg-$port"; mkdir -p "$dir/storage"
-  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\nstorage: {filesystem: {rootdirectory: %s/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$dir" "$port" > "$dir/config.yml"
-  docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
-  echo "127.0.0.1:$port"
-}
-
-SRC=$(start_registry); DST=$(start_registry); DST2=$(start_registry)
+start_registry; SRC=$REG
+start_registry; DST=$REG
+start_registry; DST2=$REG
 "$DROVER" keygen --out-dir "$WORK/k" >/dev/null
 echo "pushing $N signed bundles to $SRC"
 REFS=()

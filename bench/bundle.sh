@@ -11,25 +11,14 @@ RUNS=${1:-3}
 [[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler --quiet   # SKIP_BUILD=1: use the existing binary
 DROVER=$PWD/target/release/drover
 WORK=$(mktemp -d)
-REG_PID=""
-cleanup() { [[ -n $REG_PID ]] && kill "$REG_PID" 2>/dev/null; rm -rf "$WORK"; }
+source bench/lib.sh
+cleanup() { stop_registries; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# A fresh registry (new port, new storage) so no run benefits from blobs or caches of another.
-start_registry() {
-  local port; port=$(free_port)
-  local dir="$WORK/reg-$port"; mkdir -p "$dir/storage"
-  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\nstorage: {filesystem: {rootdirectory: %s/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$dir" "$port" > "$dir/config.yml"
-  docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
-  REG_PID=$!
-  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
-  REG="127.0.0.1:$port"
-}
-stop_registry() { kill "$REG_PID"; wait "$REG_PID" 2>/dev/null || true; REG_PID=""; }
+# Each measurement gets a fresh registry (start_registry: new port, new storage), so no
+# run benefits from blobs or caches of another.
 
 echo "generating input in $WORK"
 python3 - "$WORK" <<'PY'
