@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod auth;
 pub mod bundle;
+pub mod channel;
 pub mod config;
 pub mod digest;
 pub mod error;
