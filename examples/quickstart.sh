@@ -66,9 +66,11 @@ else
   step "docker-registry is not installed: using an OCI layout at $work/layout instead"
   drover render "$platform" --env dev --out "$work/rendered"
   for t in $types; do
-    drover build "$work/rendered/$t" --out "oci:$work/layout:$t-dev" \
-      --cluster-type "$t" --environment dev --revision "$revision"
-    drover sign "oci:$work/layout:$t-dev" --key "$work/keys/drover.key"
+    digest=$(drover -o json build "$work/rendered/$t" --out "oci:$work/layout:$t-dev" \
+      --cluster-type "$t" --environment dev --revision "$revision" |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["digest"])')
+    # sign the digest we just built (a tag is only signed after it verified)
+    drover sign "oci:$work/layout@$digest" --key "$work/keys/drover.key"
   done
   source_of() { echo "oci:$work/layout:$1-dev"; }
   flags=()

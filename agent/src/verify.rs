@@ -2,6 +2,8 @@
 //! cluster type and environment against what this agent expects, then anti-rollback
 //! (a sequence lower than the applied one is refused; equal only with the same digest).
 
+use drover_proto::channel::admits::admits;
+use drover_proto::channel::{ChannelError, Position};
 use drover_proto::trust::{self, TrustError, TrustPolicy};
 use drover_proto::{FetchedBundle, Repo};
 
@@ -81,24 +83,18 @@ pub async fn verify(
     Ok(Verified { bundle, signers })
 }
 
-/// Anti-rollback against the applied state.
+/// Anti-rollback against the applied state: the channel module's admission rule
+/// (`drover_proto::channel::admits`, the same never-lower rule every command obeys).
 pub fn check_rollback(digest: &str, sequence: u64, state: &SourceState) -> Result<(), StageError> {
-    let (Some(applied), Some(applied_digest)) = (state.applied_sequence, state.applied_digest.as_deref()) else {
-        return Ok(());
+    let floor = match (state.applied_sequence, state.applied_digest.as_deref()) {
+        (Some(sequence), Some(digest)) => Some(Position { digest: digest.to_string(), sequence }),
+        _ => None,
     };
-    if sequence < applied {
-        return Err(reject(
-            "rollback",
-            format!("{digest} has sequence {sequence}, lower than the applied {applied} ({applied_digest}); roll back with `drover rollback` (a new, higher sequence)"),
-        ));
-    }
-    if sequence == applied && digest != applied_digest {
-        return Err(reject(
-            "rollback",
-            format!("{digest} has sequence {sequence}, equal to the applied {applied_digest} but different content; every publish needs a higher sequence"),
-        ));
-    }
-    Ok(())
+    let candidate = Position { digest: digest.to_string(), sequence };
+    admits(&state.source, floor.as_ref(), &candidate).map(|_| ()).map_err(|e| match e {
+        ChannelError::Implausible { .. } => reject("sequence", e.to_string()),
+        e => reject("rollback", e.to_string()),
+    })
 }
 
 #[cfg(test)]

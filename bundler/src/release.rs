@@ -72,9 +72,9 @@ pub enum ReleaseError {
     /// Registry access failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Signing failed.
-    #[error("signing release record: {0:#}")]
-    Sign(anyhow::Error),
+    /// Writing or signing the record failed.
+    #[error("writing release record: {0}")]
+    Sign(drover_proto::channel::ChannelError),
 }
 
 /// The tag of the record of `env` at `revision`: `<env>-<revision>`.
@@ -195,12 +195,12 @@ pub async fn publish_record(repo: &Repo, record: &ReleaseRecord, key: &PrivateKe
             return Ok(RecordResult { reference, digest, pushed: false });
         }
     }
+    // Our own bytes, in the channel write order: blobs, manifest, signature, then tags.
     let (manifest, config) = record_manifest(record);
-    repo.put_blob(&drover_proto::digest::sha256_digest(&config), config).await?;
-    repo.put_blob(&drover_proto::digest::sha256_digest(b"{}"), b"{}".to_vec()).await?;
-    let digest = repo.put_manifest(manifest.clone(), media::OCI_MANIFEST, Some(&tag)).await?;
-    crate::signing::sign_with(repo, &digest, key).await.map_err(ReleaseError::Sign)?;
-    repo.put_manifest(manifest, media::OCI_MANIFEST, Some(&record.environment)).await?;
+    let digest = drover_proto::digest::sha256_digest(&manifest);
+    drover_proto::channel::write::write_signed(repo, &manifest, vec![config, b"{}".to_vec()], Some(key), None, &[&tag, &record.environment])
+        .await
+        .map_err(ReleaseError::Sign)?;
     Ok(RecordResult { reference, digest, pushed: true })
 }
 

@@ -154,9 +154,12 @@ impl Reference {
     /// Parses any reference form of DESIGN §2.
     pub fn parse(input: &str) -> Result<Self, ReferenceError> {
         let split = |rest: &str| -> Result<(PathBuf, Option<String>), ReferenceError> {
-            let (path, name) = match rest.split_once(':') {
-                Some((p, n)) => (p, Some(n.to_string())),
-                None => (rest, None),
+            // `DIR@sha256:HEX` names a manifest by digest; otherwise `DIR[:REF]`.
+            let by_digest = rest.rsplit_once('@').filter(|(p, d)| crate::digest::is_valid_digest(d) && !p.contains(':'));
+            let (path, name) = match (by_digest, rest.split_once(':')) {
+                (Some((p, d)), _) => (p, Some(d.to_string())),
+                (None, Some((p, n))) => (p, Some(n.to_string())),
+                (None, None) => (rest, None),
             };
             if path.is_empty() {
                 return Err(ReferenceError { input: input.into(), reason: "the path after 'oci:' or 'oci-archive:' is empty".into() });
@@ -204,15 +207,18 @@ impl fmt::Display for Reference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reference::Registry(r) => r.fmt(f),
-            Reference::Layout { dir, name } => {
-                write!(f, "oci:{}", dir.display())?;
-                name.iter().try_for_each(|n| write!(f, ":{n}"))
-            }
-            Reference::Archive { file, name } => {
-                write!(f, "oci-archive:{}", file.display())?;
-                name.iter().try_for_each(|n| write!(f, ":{n}"))
-            }
+            Reference::Layout { dir, name } => write!(f, "oci:{}{}", dir.display(), name_suffix(name)),
+            Reference::Archive { file, name } => write!(f, "oci-archive:{}{}", file.display(), name_suffix(name)),
         }
+    }
+}
+
+/// `:REF`, or `@sha256:HEX` for a digest.
+fn name_suffix(name: &Option<String>) -> String {
+    match name {
+        Some(n) if crate::digest::is_valid_digest(n) => format!("@{n}"),
+        Some(n) => format!(":{n}"),
+        None => String::new(),
     }
 }
 
@@ -256,5 +262,9 @@ mod tests {
         );
         assert!(Reference::parse("oci:").is_err());
         assert!(Reference::parse("oci:dir:").is_err());
+        let d = format!("sha256:{}", "b".repeat(64));
+        let r = Reference::parse(&format!("oci:lay2@{d}")).unwrap();
+        assert_eq!(r, Reference::Layout { dir: "lay2".into(), name: Some(d.clone()) });
+        assert_eq!(r.to_string(), format!("oci:lay2@{d}"));
     }
 }

@@ -94,6 +94,10 @@ impl Repo {
         match self {
             Repo::Registry { repo, .. } if is_valid_digest(lookup) => repo.with_digest(lookup).to_string(),
             Repo::Registry { repo, .. } => repo.with_tag(lookup).to_string(),
+            Repo::Layout { layout, prefix, .. } if is_valid_digest(lookup) => match prefix.strip_suffix(':') {
+                Some(repository) => format!("oci:{}:{repository}@{lookup}", layout.dir().display()),
+                None => format!("oci:{}@{lookup}", layout.dir().display()),
+            },
             Repo::Layout { layout, prefix, .. } => format!("oci:{}:{prefix}{lookup}", layout.dir().display()),
         }
     }
@@ -128,6 +132,23 @@ impl Repo {
         match self {
             Repo::Registry { client, .. } => client.head(&self.registry_ref(lookup).expect("registry")).await,
             Repo::Layout { layout, prefix, .. } => Ok(self.layout_desc(layout, prefix, lookup)?.map(|d| d.digest)),
+        }
+    }
+
+    /// The tags of this repository (registry: the tag list; layout: the ref names under
+    /// this repository's prefix).
+    pub async fn tags(&self) -> Result<Vec<String>, StoreError> {
+        match self {
+            Repo::Registry { client, repo } => client.list_tags(repo).await,
+            Repo::Layout { layout, prefix, .. } => Ok(layout
+                .index()?
+                .manifests
+                .iter()
+                .filter_map(|d| d.annotations.get(media::ANN_REF_NAME))
+                .filter_map(|n| n.strip_prefix(prefix.as_str()))
+                .filter(|t| !t.contains(':'))
+                .map(str::to_string)
+                .collect()),
         }
     }
 
@@ -260,8 +281,17 @@ pub struct FetchedBundle {
     pub layer: Vec<u8>,
 }
 
-/// Splits a layout ref name into (`"<repository>:"` prefix or `""`, tag).
+/// Splits a layout ref name into (`"<repository>:"` prefix or `""`, tag or digest):
+/// `TAG`, `REPOSITORY:TAG`, `sha256:HEX` or `REPOSITORY@sha256:HEX`.
 fn split_ref_name(name: Option<&str>) -> (String, Option<String>) {
+    if let Some(n) = name {
+        if is_valid_digest(n) {
+            return (String::new(), Some(n.to_string()));
+        }
+        if let Some((repo, d)) = n.rsplit_once('@').filter(|(_, d)| is_valid_digest(d)) {
+            return (if repo.is_empty() { String::new() } else { format!("{repo}:") }, Some(d.to_string()));
+        }
+    }
     match name {
         None => (String::new(), None),
         Some(n) => match n.rsplit_once(':') {

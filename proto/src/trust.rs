@@ -3,6 +3,7 @@
 //! read through any [`Repo`] (registry, OCI layout, OCI archive), fail closed.
 
 pub mod sigmanifest;
+pub mod sign;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -31,7 +32,7 @@ impl TrustPolicy {
         let mut seen = BTreeSet::new();
         let keys: Vec<PublicKey> = keys.into_iter().filter(|k| seen.insert(k.fingerprint().to_string())).collect();
         if keys.is_empty() {
-            return Err(TrustError::Policy("no trusted public key given (pass --key PUB at least once)".into()));
+            return Err(TrustError::Policy("no trusted public key given (pass --trust-key PUB at least once)".into()));
         }
         if threshold == 0 {
             return Err(TrustError::Policy("threshold must be at least 1".into()));
@@ -137,7 +138,7 @@ pub enum TrustError {
     #[error(transparent)]
     Key(#[from] KeyError),
     /// The digest has no signature manifest.
-    #[error("{digest} is not signed: no signature manifest {reference} (sign it with `drover sign REF --key KEY`)")]
+    #[error("{digest} is not signed: no signature manifest {reference} (sign it with `drover sign REPO@{digest} --key KEY`)")]
     Unsigned {
         /// The manifest digest.
         digest: String,
@@ -211,8 +212,32 @@ pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<V
     evaluate(digest, &reference, &manifest.layers, &payloads, policy)
 }
 
-/// Checks fetched layers against the policy (pure; no I/O).
-fn evaluate(
+/// Judges one signature layer on its own (pure): a simple-signing layer whose payload
+/// signs exactly `digest` with a decodable signature and, when a policy is given, whose
+/// signature verifies with one of its keys. `Err` says why the layer is not worth keeping.
+pub fn screen_layer(digest: &str, layer: &Descriptor, payload: &[u8], policy: Option<&TrustPolicy>) -> Result<(), String> {
+    if layer.media_type != media::COSIGN_SIMPLESIGNING {
+        return Err(format!("media type {:?} is not {:?}", layer.media_type, media::COSIGN_SIMPLESIGNING));
+    }
+    if payload.len() as u64 != layer.size || payload.len() as u64 > sigmanifest::MAX_PAYLOAD {
+        return Err(format!("payload is {} bytes, its descriptor says {} (limit {})", payload.len(), layer.size, sigmanifest::MAX_PAYLOAD));
+    }
+    if crate::digest::sha256_digest(payload) != layer.digest {
+        return Err(format!("payload does not hash to {}", layer.digest));
+    }
+    let sig = sigmanifest::layer_signature(layer)?;
+    sigmanifest::check_payload(payload, digest)?;
+    if let Some(policy) = policy {
+        if !policy.keys.iter().any(|k| k.verify(payload, &sig)) {
+            return Err("signature does not verify with any trusted key".into());
+        }
+    }
+    Ok(())
+}
+
+/// Checks fetched layers against the policy (pure; no I/O): at least `policy.threshold`
+/// distinct trusted keys must have signed `digest`; `reference` names the `.sig` manifest.
+pub fn evaluate(
     digest: &str,
     reference: &str,
     layers: &[Descriptor],

@@ -163,7 +163,8 @@ fn applies_from_an_oci_layout_and_archive_source() {
     let out = fx.once_from(&layout, &[]);
     assert_ne!(out.code, 0, "{}", out.stderr);
     assert!(!fx.target().join("manifests").exists());
-    drover_tests::run_ok("drover", &["sign", &layout, "--key", &fx.key("k1")], ENV);
+    let digest = drover_tests::run_ok("drover", &["-o", "json", "inspect", &layout], ENV).json()["digest"].as_str().unwrap().to_string();
+    drover_tests::run_ok("drover", &["sign", &format!("oci:{}@{digest}", fx.s("layout")), "--key", &fx.key("k1")], ENV);
     let out = fx.once_from(&layout, &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let f = std::fs::read_to_string(fx.target().join("manifests/app/ConfigMap.core.a.yaml")).unwrap();

@@ -76,7 +76,7 @@ impl Setup {
         let pubkey = self.p("k/drover.pub");
         let mut args = vec!["-o", "json", "import", file, "--to", to, "--plain-http"];
         if key {
-            args.extend(["--key", &pubkey]);
+            args.extend(["--trust-key", &pubkey]);
         }
         run("drover", &args, &[])
     }
@@ -118,23 +118,24 @@ fn export_import_keeps_digests_tags_and_signatures() {
 
     // import into another registry, verified against the key
     let dst = Registry::start();
-    let to = dst.reference("mirror");
+    // --to REGISTRY/PREFIX puts each repository under the prefix, as publish --registry names them.
+    let to = dst.reference("sovereign");
     let i = s.import(&a, &to, true);
     assert_eq!(i.code, 0, "{}", i.stderr);
     let j = i.json();
     assert!(j["manifests"].as_array().unwrap().iter().all(|m| m["action"] == "pushed"), "{j}");
-    assert!(j["blobs_uploaded"].as_u64().unwrap() >= 4);
-    for (tag, digest) in [("fleet/edge:dev", &edge), ("fleet/edge:dev-9", &edge), ("fleet/core:dev", &core)] {
-        let r = dst.reference(&format!("mirror/{tag}"));
+    assert!(j["blobsUploaded"].as_u64().unwrap() >= 4);
+    for (tag, digest) in [("edge:dev", &edge), ("edge:dev-9", &edge), ("core:dev", &core)] {
+        let r = dst.reference(&format!("sovereign/{tag}"));
         let got = run_ok("drover", &["-o", "json", "inspect", &r, "--plain-http"], &[]).json();
         assert_eq!(&got["digest"], digest.as_str(), "{tag} keeps its digest");
-        run_ok("drover", &["verify", &r, "--key", &s.p("k/drover.pub"), "--plain-http"], &[]);
+        run_ok("drover", &["verify", &r, "--trust-key", &s.p("k/drover.pub"), "--plain-http"], &[]);
     }
     // importing again is a no-op
     let again = s.import(&a, &to, true);
     assert_eq!(again.code, 0, "{}", again.stderr);
     let j = again.json();
-    assert_eq!(j["blobs_uploaded"], 0, "{j}");
+    assert_eq!(j["blobsUploaded"], 0, "{j}");
     assert!(j["manifests"].as_array().unwrap().iter().all(|m| m["action"] == "unchanged"), "{j}");
 }
 

@@ -191,7 +191,7 @@ fn push_with_key_signs_before_moving_the_channel() {
         p["signature"]["signatureReference"].as_str().or(p["signature"]["signature_reference"].as_str()).unwrap().contains(".sig"),
         "{p}"
     );
-    let v = run("drover", &["verify", &target, "--key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
+    let v = run("drover", &["verify", &target, "--trust-key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
     assert_eq!(v.code, 0, "verify after push --key:\n{}\n{}", v.stdout, v.stderr);
     assert!(v.stdout.contains(digest) || v.stderr.contains(digest) || v.code == 0);
     // a wrong password writes nothing (key loaded before any push)

@@ -56,7 +56,7 @@ fn skopeo_reads_and_copies_exported_archive_keeping_digests() {
             &format!("docker://{}", reg.reference(&format!("copied/edge:{sig}"))),
         ],
     );
-    run_ok("drover", &["verify", &dest, "--key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
+    run_ok("drover", &["verify", &dest, "--trust-key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
     // drover reads the archive directly too
     let i = run_ok("drover", &["-o", "json", "inspect", &src], &[]).json();
     assert_eq!(i["digest"], digest.as_str());

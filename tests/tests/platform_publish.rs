@@ -72,7 +72,7 @@ fn only_changed_cluster_types_are_pushed_and_unchanged_republish_writes_nothing(
     assert_eq!(r0["reference"], format!("{}:dev", reg.reference("fleet/cloud")));
     assert_eq!(r0["objects"], 1);
     // The published bundle verifies with the public key.
-    let v = run("drover", &["verify", &reg.reference("fleet/edge:dev"), "--key", public.to_str().unwrap(), "--plain-http"], &[]);
+    let v = run("drover", &["verify", &reg.reference("fleet/edge:dev"), "--trust-key", public.to_str().unwrap(), "--plain-http"], &[]);
     assert_eq!(v.code, 0, "verify: {}", v.stderr);
     let tags_before = all_tags(&reg);
     let edge_tags = &tags_before[0].1;

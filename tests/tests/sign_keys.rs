@@ -46,8 +46,8 @@ fn keygen_modes_and_no_overwrite() {
 
     // COSIGN_PASSWORD is the fallback; DROVER_KEY_PASSWORD wins when both are set.
     let reg = Registry::start();
-    push_bundle(&reg, "fleet/edge", "prod", "prod", 1, "a");
-    let r = reg.reference("fleet/edge:prod");
+    let d = push_bundle(&reg, "fleet/edge", "prod", "prod", 1, "a");
+    let r = format!("{}@{d}", reg.reference("fleet/edge"));
     let k = key.to_str().unwrap();
     let ok = run("drover", &["sign", &r, "--key", k, "--plain-http"], &[("COSIGN_PASSWORD", "cpw")]);
     assert_eq!(ok.code, 0, "{}", ok.stderr);
@@ -108,7 +108,7 @@ fn bad_key_input_is_refused_naming_the_file_and_nothing_is_pushed() {
 
     let verify_fails = |key: &Path, needle: &str| {
         let k = key.to_str().unwrap();
-        let out = run("drover", &["verify", &r, "--key", k, "--plain-http"], &[]);
+        let out = run("drover", &["verify", &r, "--trust-key", k, "--plain-http"], &[]);
         assert_ne!(out.code, 0);
         assert!(out.stderr.contains(needle) && out.stderr.contains(k), "expected {needle:?} naming {k}:\n{}", out.stderr);
     };
@@ -118,7 +118,7 @@ fn bad_key_input_is_refused_naming_the_file_and_nothing_is_pushed() {
     verify_fails(&tmp.path().join("nope.pub"), "does not exist");
 
     // A reference without a .sig manifest: clear error naming the .sig reference.
-    let out = run("drover", &["verify", &r, "--key", public.to_str().unwrap(), "--plain-http"], &[]);
+    let out = run("drover", &["verify", &r, "--trust-key", public.to_str().unwrap(), "--plain-http"], &[]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("is not signed") && out.stderr.contains(&sig_tag(&d)), "{}", out.stderr);
     // A reference that does not exist.

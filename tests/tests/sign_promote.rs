@@ -29,7 +29,7 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     sign(&reg.reference("fleet/edge:prod-ring0"), &key);
 
     // Same repository, destination given as a bare tag.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--trust-key", p, "-o", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["copied"], false);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d1.as_str()));
@@ -37,33 +37,33 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     // A newer, signed bundle promotes over it.
     let d2 = push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 2, "two");
     sign(&reg.reference("fleet/edge:prod-ring0"), &key);
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--trust-key", p, "-o", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["previous"]["sequence"], 1);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()));
 
     // The old (still validly signed) bundle cannot be promoted back: lower sequence.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--trust-key", p]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("holds sequence 2") && out.stderr.contains("drover rollback"), "{}", out.stderr);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()), "prod unchanged");
 
     // An unsigned newer bundle is refused before anything moves.
     push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 3, "three");
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--trust-key", p]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("is not signed"), "{}", out.stderr);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()));
 
     // Another repository: bundle and signature manifest are copied; the copy verifies.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--trust-key", p, "-o", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["copied"], true);
     assert_eq!(digest_of(&reg, "mirror/edge", "prod").as_deref(), Some(d2.as_str()));
     assert!(sig_manifest(&reg, "mirror/edge", &d2).is_some());
     assert_eq!(verify(&reg.reference("mirror/edge:prod"), &[&public], 1).code, 0);
     // Promoting again into the mirror does not duplicate signature layers.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--trust-key", p]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(sig_manifest(&reg, "mirror/edge", &d2).unwrap()["layers"].as_array().unwrap().len(), 1);
 
@@ -71,7 +71,7 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     // still names the original registry.
     let layout = tmp.path().join("airgap");
     let dst = format!("oci:{}:prod", layout.display());
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &dst, "--key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &dst, "--trust-key", p]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = verify(&dst, &[&public], 1);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -93,7 +93,7 @@ fn rollback_republishes_old_content_with_a_higher_sequence() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let j = out.json();
     assert_eq!(j["sequence"], 3);
-    assert_eq!(j["restored_from"], d1.as_str());
+    assert_eq!(j["restoredFrom"], d1.as_str());
     let new = j["digest"].as_str().unwrap().to_string();
     assert!(new != d1 && new != d2);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(new.as_str()));
@@ -104,7 +104,7 @@ fn rollback_republishes_old_content_with_a_higher_sequence() {
     assert_eq!(verify(&reg.reference("fleet/edge:prod"), &[&public], 1).code, 0, "the new bundle is signed");
 
     // Replaying the old signed bundle onto prod is now a lower sequence: refused.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--key", public.to_str().unwrap()]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--trust-key", public.to_str().unwrap()]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("holds sequence 3"), "{}", out.stderr);
 

@@ -55,7 +55,7 @@ fn tampered_signatures_are_refused_with_a_reason() {
     refused(&reg, &d, &public, &sig_tag(&d));
 
     // Wrong key: signed, but by a key that is not trusted.
-    let out = drover(&["sign", &reg.reference("fleet/edge:prod"), "--key", other_key.to_str().unwrap()]);
+    let out = drover(&["sign", &reg.reference(&format!("fleet/edge@{d}")), "--key", other_key.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     refused(&reg, &d, &public, "0 of 1");
     refused(&reg, &d, &public, "none of the 1 signature layer(s) verifies with this key");

@@ -106,7 +106,7 @@ fn signature_is_cosign_format_checked_independently_with_p256() {
 
     // Fingerprint: sha256 of the DER SPKI.
     let spki = vk.to_public_key_der().unwrap();
-    assert_eq!(info["key_fingerprint"], hex::encode(sha2::Sha256::digest(spki.as_bytes())));
+    assert_eq!(info["keyFingerprint"], hex::encode(sha2::Sha256::digest(spki.as_bytes())));
 }
 
 #[test]

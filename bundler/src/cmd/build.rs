@@ -81,17 +81,22 @@ impl BundleArgs {
         })
     }
 
-    /// Reads the input and assembles the bundle in memory (nothing is written).
-    pub fn build(&self) -> anyhow::Result<Built> {
-        let meta = self.meta()?;
+    /// Reads the input directory (objects and warnings; warnings are printed).
+    pub fn load(&self) -> anyhow::Result<Loaded> {
         let start = std::time::Instant::now();
         let loaded = load_dir(&self.dir, &self.cluster_scoped_kinds).context("reading the input")?;
         for w in &loaded.warnings {
             eprintln!("warning: {w}");
         }
-        let read = start.elapsed();
+        tracing::debug!(files = loaded.files, objects = loaded.objects.len(), read_ms = start.elapsed().as_millis() as u64, "read the input");
+        Ok(loaded)
+    }
+
+    /// Reads the input and assembles the bundle in memory (nothing is written).
+    pub fn build(&self) -> anyhow::Result<Built> {
+        let meta = self.meta()?;
+        let loaded = self.load()?;
         let bundle = assemble(&loaded.objects, &meta);
-        tracing::debug!(files = loaded.files, objects = loaded.objects.len(), read_ms = read.as_millis() as u64, assemble_ms = (start.elapsed() - read).as_millis() as u64, "built bundle in memory");
         Ok(Built { bundle, loaded })
     }
 }
@@ -121,7 +126,7 @@ pub struct Summary {
     pub sequence: u64,
     /// Signature written by `push --key`, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub signature: Option<crate::signing::SignatureInfo>,
+    pub signature: Option<drover_proto::trust::sign::SignatureInfo>,
 }
 
 /// Prints a summary as JSON or a short table.

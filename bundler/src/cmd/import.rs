@@ -1,19 +1,21 @@
-//! `drover import FILE --to PREFIX [--key PUB]...`: the receiving side of the air gap
-//! (DESIGN §7). Checks every blob of the OCI archive, verifies every bundle against the
-//! trusted keys when given (refusing the whole import, pushing nothing, if one fails),
-//! then pushes everything to `PREFIX/<repository>` with digests and tags unchanged,
-//! signature manifests included. Idempotent: present blobs and tags are skipped.
+//! `drover import FILE --to REGISTRY[/PREFIX] [--trust-key PUB]...`: the receiving side of
+//! the air gap (docs/design.md §7). Checks every blob of the OCI archive, then, through the
+//! channel rules (`drover_proto::channel::import`), screens every signature layer, verifies
+//! every bundle against the trusted keys when given and checks every destination tag
+//! (immutable history, never lower) — all before anything is written — and then pushes
+//! blobs, manifests, signature layers and tags in that order. Idempotent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use drover_proto::channel::import::{self, Decision, Item, Uploads};
 use drover_proto::digest::is_valid_digest;
 use drover_proto::layout::Layout;
 use drover_proto::manifest::{Descriptor, Manifest};
-use drover_proto::trust;
 use drover_proto::{media, RegistryRef, Repo};
+use futures::StreamExt;
 use serde::Serialize;
 
 use crate::output::{print_json, print_table, progress_bar, OutputFormat};
@@ -21,7 +23,8 @@ use crate::regargs::RegistryArgs;
 use crate::trustargs::TrustArgs;
 
 const MAX_MANIFEST: u64 = 4 << 20;
-/// Repositories pushed at once.
+/// Repositories checked or pushed at once: enough to hide registry round trips, few enough
+/// to stay polite to one registry.
 const CONCURRENCY: usize = 8;
 /// Blobs larger than this are held in memory one at a time (across all repositories).
 const BIG_BLOB: u64 = 8 << 20;
@@ -31,111 +34,137 @@ const BIG_BLOB: u64 = 8 << 20;
 pub struct Args {
     /// The OCI archive written by `drover export`.
     file: PathBuf,
-    /// Registry prefix to import under: HOST[:PORT][/PATH]; each bundle goes to PREFIX/<repository>.
-    #[arg(long, value_name = "PREFIX")]
+    /// Where to import: REGISTRY (HOST[:PORT]) keeps every repository path as exported
+    /// (fleet/edge -> HOST/fleet/edge); REGISTRY/PREFIX replaces each repository's parent
+    /// path, as `drover publish --registry PREFIX` names them (fleet/edge -> HOST/PREFIX/edge).
+    #[arg(long, value_name = "REGISTRY[/PREFIX]")]
     to: String,
-    /// Trusted keys (optional): every bundle must verify or nothing is pushed.
+    /// Trusted keys: every bundle must verify or nothing is pushed; only signature layers
+    /// signed by these keys are imported. Without them, bundles are imported unverified.
     #[command(flatten)]
     trust: TrustArgs,
+    /// Allow moving a destination channel tag to a LOWER sequence (a deliberate restore
+    /// of older content). History tags stay immutable regardless.
+    #[arg(long)]
+    allow_downgrade: bool,
     #[command(flatten)]
     registry: RegistryArgs,
 }
 
-/// One manifest named in the archive's index.
+/// One manifest named in the archive's index, with its repository.
 struct Entry {
     repository: String,
-    tag: String,
-    desc: Descriptor,
-    bytes: Vec<u8>,
-    manifest: Manifest,
-    /// For `sha256-<hex>.sig` tags: the signed digest.
-    signs: Option<String>,
+    item: Item,
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Imported {
     reference: String,
-    digest: String,
-    action: &'static str,
-    verified: bool,
+    #[serde(flatten)]
+    decision: Decision,
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Report {
     to: String,
+    verified: bool,
     manifests: Vec<Imported>,
     blobs_uploaded: usize,
     blobs_present: usize,
 }
 
+/// Maps an archive repository (`fleet/edge`) to its destination under `to`.
+pub fn destination(to: &str, repository: &str) -> String {
+    match to.split_once('/') {
+        None => format!("{to}/{repository}"),
+        Some(_) => format!("{to}/{}", repository.rsplit('/').next().unwrap_or(repository)),
+    }
+}
+
 /// Runs `drover import`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let policy = args.trust.optional_policy()?;
-    let prefix = args.to.trim_end_matches('/').to_string();
-    RegistryRef::parse(&format!("{prefix}/x")).with_context(|| format!("--to {:?} must be HOST[:PORT][/PATH]", args.to))?;
+    let to = args.to.trim_end_matches('/').to_string();
+    RegistryRef::parse(&format!("{to}/x")).with_context(|| format!("--to {:?} must be HOST[:PORT][/PREFIX]", args.to))?;
+    if policy.is_none() {
+        eprintln!("warning: no --trust-key: bundles are imported WITHOUT verifying who signed them (malformed signature layers are still dropped); pass --trust-key drover.pub");
+    }
     let client = args.registry.client()?;
 
     // 1. Read and check everything locally.
     let tmp = drover_proto::ocitar::extract(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let layout = Layout::open(tmp.path()).with_context(|| format!("{} is not an OCI archive", args.file.display()))?;
-    let entries = read_entries(&layout, &args.file, &prefix)?;
+    let mut groups: BTreeMap<String, (String, Vec<Item>)> = BTreeMap::new();
+    for e in read_entries(&layout, &args.file, &to)? {
+        let dest = destination(&to, &e.repository);
+        let group = groups.entry(dest.clone()).or_insert_with(|| (e.repository.clone(), Vec::new()));
+        anyhow::ensure!(
+            group.0 == e.repository,
+            "{}: repositories {} and {} would both be imported to {dest}; import with --to REGISTRY (keeping repository paths) instead",
+            args.file.display(),
+            group.0,
+            e.repository
+        );
+        group.1.push(e.item);
+    }
     let tmp = Arc::new(tmp);
+    let open = |dest: &str, repository: &str| -> anyhow::Result<(Repo, Repo)> {
+        let src = Repo::Layout { layout: layout.clone(), prefix: format!("{repository}:"), _tmp: Some(tmp.clone()) };
+        let dst = Repo::Registry { client: client.clone(), repo: RegistryRef::parse(dest)? };
+        Ok((src, dst))
+    };
 
-    // 2. Verify every bundle first (fail closed, nothing pushed).
-    let mut verified = BTreeSet::new();
-    if let Some(policy) = &policy {
-        let mut failures = Vec::new();
-        for e in entries.iter().filter(|e| e.signs.is_none()) {
-            let repo = Repo::Layout { layout: layout.clone(), prefix: format!("{}:", e.repository), _tmp: Some(tmp.clone()) };
-            match trust::verify(&repo, &e.desc.digest, policy).await {
-                Ok(_) => {
-                    verified.insert(e.desc.digest.clone());
-                }
-                Err(err) => failures.push(format!("{}:{} ({}): {err}", e.repository, e.tag, e.desc.digest)),
-            }
+    // 2. Check every repository (signatures, verification, destination tags); nothing written.
+    let checks = futures::stream::iter(groups.into_iter().map(|(dest, (repository, items))| {
+        let policy = policy.as_ref();
+        let opened = open(&dest, &repository);
+        async move {
+            let (src, dst) = opened?;
+            let checked = import::check(&src, &dst, items, policy, args.allow_downgrade).await.with_context(|| format!("{repository} -> {dest}"))?;
+            anyhow::Ok((dest, repository, src, dst, checked))
         }
-        anyhow::ensure!(failures.is_empty(), "nothing imported; not every bundle verifies:\n  {}", failures.join("\n  "));
+    }))
+    .buffer_unordered(CONCURRENCY)
+    .collect::<Vec<_>>()
+    .await;
+    let mut checked = Vec::new();
+    let mut failures = Vec::new();
+    for c in checks {
+        match c {
+            Ok(c) => checked.push(c),
+            Err(e) => failures.push(format!("{e:#}")),
+        }
     }
+    failures.sort();
+    anyhow::ensure!(failures.is_empty(), "nothing imported:\n  {}", failures.join("\n  "));
 
-    // 3. Push, one repository after another within a group, up to CONCURRENCY
-    //    repositories at once: blobs, bundle manifests by digest, signatures, then tags.
-    let mut report = Report { to: prefix.clone(), manifests: vec![], blobs_uploaded: 0, blobs_present: 0 };
-    let mut groups: BTreeMap<&str, Vec<(usize, &Entry)>> = BTreeMap::new();
-    for (i, e) in entries.iter().enumerate() {
-        groups.entry(e.repository.as_str()).or_default().push((i, e));
-    }
+    // 3. Write, up to CONCURRENCY repositories at once.
     let big_blob = tokio::sync::Semaphore::new(1);
-    let bar = progress_bar(groups.len());
-    let mut jobs = Vec::new();
-    for (repository, group) in groups {
-        let repo = Repo::Registry { client: client.clone(), repo: RegistryRef::parse(&format!("{prefix}/{repository}"))? };
-        let (bar, big_blob, layout) = (&bar, &big_blob, &layout);
-        jobs.push(async move {
-            let pushed = push_group(repo, group, layout, big_blob).await;
-            bar.set_message(repository.to_string());
+    let bar = progress_bar(checked.len());
+    let written: Vec<anyhow::Result<(String, Vec<Decision>, Uploads)>> = futures::stream::iter(checked.into_iter().map(|(dest, repository, src, dst, mut c)| {
+        let (bar, big_blob) = (&bar, &big_blob);
+        async move {
+            let up = import::write(&src, &dst, &mut c, big_blob, BIG_BLOB).await.with_context(|| format!("pushing {repository} to {dest}"))?;
+            bar.set_message(repository);
             bar.inc(1);
-            pushed
-        });
-    }
-    use futures::StreamExt;
-    let results: Vec<anyhow::Result<Pushed>> = futures::stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+            anyhow::Ok((dest, c.decisions().to_vec(), up))
+        }
+    }))
+    .buffer_unordered(CONCURRENCY)
+    .collect()
+    .await;
     bar.finish_and_clear();
-    let mut actions: BTreeMap<usize, &'static str> = BTreeMap::new();
-    for r in results {
-        let p = r?;
-        report.blobs_uploaded += p.uploaded;
-        report.blobs_present += p.present;
-        actions.extend(p.actions);
-    }
-    for (i, e) in entries.iter().enumerate() {
-        report.manifests.push(Imported {
-            reference: format!("{prefix}/{}:{}", e.repository, e.tag),
-            digest: e.desc.digest.clone(),
-            action: actions.get(&i).copied().unwrap_or("pushed"),
-            verified: verified.contains(&e.desc.digest),
-        });
-    }
     drop(tmp);
+    let mut report = Report { to: to.clone(), verified: policy.is_some(), manifests: vec![], blobs_uploaded: 0, blobs_present: 0 };
+    for w in written {
+        let (dest, decisions, up) = w?;
+        report.blobs_uploaded += up.uploaded;
+        report.blobs_present += up.present;
+        report.manifests.extend(decisions.into_iter().map(|d| Imported { reference: format!("{dest}:{}", d.tag), decision: d }));
+    }
+    report.manifests.sort_by(|a, b| a.reference.cmp(&b.reference));
     match out {
         OutputFormat::Json => print_json(&report),
         OutputFormat::Table => {
@@ -143,85 +172,18 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
                 .manifests
                 .iter()
                 .map(|m| {
-                    vec![m.reference.clone(), m.digest.clone(), m.action.to_string(), if m.verified { "yes".into() } else { "-".into() }]
+                    let action = serde_json::to_value(m.decision.action).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+                    vec![m.reference.clone(), m.decision.digest.clone(), action, if m.decision.verified { "yes".into() } else { "-".into() }]
                 })
                 .collect();
             print_table(&["REFERENCE", "DIGEST", "ACTION", "VERIFIED"], &rows);
+            for m in report.manifests.iter().filter(|m| !m.decision.dropped_layers.is_empty()) {
+                eprintln!("warning: {}: signature layers left out: {}", m.reference, m.decision.dropped_layers.join("; "));
+            }
             println!("blobs: {} uploaded, {} already present", report.blobs_uploaded, report.blobs_present);
             Ok(())
         }
     }
-}
-
-/// What pushing one repository did.
-struct Pushed {
-    actions: Vec<(usize, &'static str)>,
-    uploaded: usize,
-    present: usize,
-}
-
-/// Pushes one repository's entries: blobs (blobs over [`BIG_BLOB`] one at a time across
-/// all groups), bundle manifests by digest, signature manifests (merged when the
-/// destination has other signatures), then the bundle tags.
-async fn push_group(repo: Repo, group: Vec<(usize, &Entry)>, layout: &Layout, big_blob: &tokio::sync::Semaphore) -> anyhow::Result<Pushed> {
-    let mut out = Pushed { actions: vec![], uploaded: 0, present: 0 };
-    let mut seen = BTreeSet::new();
-    for (_, e) in &group {
-        for d in std::iter::once(&e.manifest.config).chain(&e.manifest.layers) {
-            if !seen.insert(d.digest.clone()) {
-                continue;
-            }
-            let _permit = if d.size > BIG_BLOB { Some(big_blob.acquire().await?) } else { None };
-            let data = layout.read_blob(&d.digest, d.size)?;
-            if repo.put_blob(&d.digest, data).await.with_context(|| format!("pushing blob {} to {}", d.digest, repo.describe(&e.tag)))? {
-                out.uploaded += 1;
-            } else {
-                out.present += 1;
-            }
-        }
-    }
-    let mut done = BTreeSet::new();
-    for (i, e) in group.iter().filter(|(_, e)| e.signs.is_none()) {
-        if repo.resolve(&e.tag).await? == Some(e.desc.digest.clone()) {
-            out.actions.push((*i, "unchanged"));
-            done.insert(*i);
-        } else {
-            repo.put_manifest(e.bytes.clone(), &e.desc.media_type, None)
-                .await
-                .with_context(|| format!("pushing {}", repo.describe(&e.desc.digest)))?;
-        }
-    }
-    for (i, e) in &group {
-        let Some(signed) = &e.signs else { continue };
-        let action = match repo.resolve(&e.tag).await? {
-            Some(d) if d == e.desc.digest => "unchanged",
-            None => {
-                repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
-                    .await
-                    .with_context(|| format!("pushing {}", repo.describe(&e.tag)))?;
-                "pushed"
-            }
-            Some(_) => {
-                // The destination has other signatures: merge (cosign appends), never drop.
-                let mut layers = Vec::new();
-                for l in &e.manifest.layers {
-                    layers.push((l.clone(), layout.read_blob(&l.digest, l.size)?));
-                }
-                trust::append_signature_layers(&repo, signed, layers)
-                    .await
-                    .with_context(|| format!("merging signatures into {}", repo.describe(&e.tag)))?;
-                "merged"
-            }
-        };
-        out.actions.push((*i, action));
-    }
-    for (i, e) in group.iter().filter(|(i, e)| e.signs.is_none() && !done.contains(i)) {
-        repo.put_manifest(e.bytes.clone(), &e.desc.media_type, Some(&e.tag))
-            .await
-            .with_context(|| format!("tagging {}", repo.describe(&e.tag)))?;
-        out.actions.push((*i, "pushed"));
-    }
-    Ok(out)
 }
 
 /// Reads the index: every manifest must have a `<repository>:<tag>` ref name, parse, and
@@ -266,7 +228,8 @@ fn read_entries(layout: &Layout, file: &Path, prefix: &str) -> anyhow::Result<Ve
         }
         let signs =
             tag.strip_prefix("sha256-").and_then(|h| h.strip_suffix(".sig")).map(|h| format!("sha256:{h}")).filter(|d| is_valid_digest(d));
-        entries.push(Entry { repository: repository.to_string(), tag: tag.to_string(), desc, bytes, manifest, signs });
+        let item = Item { tag: tag.to_string(), digest: desc.digest.clone(), media_type: desc.media_type.clone(), bytes, manifest, signs };
+        entries.push(Entry { repository: repository.to_string(), item });
     }
     Ok(entries)
 }

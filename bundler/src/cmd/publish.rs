@@ -4,14 +4,15 @@
 //! (promotion gate) when the previous environment was not published at this revision.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use drover_proto::bundle::{assemble, BundleMeta};
+use drover_proto::channel::now_secs;
+use drover_proto::channel::publish::{publish, Request, Sequence};
 use drover_proto::keys::PrivateKey;
 use drover_proto::reference::valid_tag;
 use drover_proto::trust::TrustPolicy;
-use drover_proto::{media, FetchLimits, RegistryClient, RegistryRef, Repo, StoreError};
+use drover_proto::{RegistryClient, RegistryRef, Repo};
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
@@ -19,7 +20,7 @@ use crate::output::{print_json, print_table, OutputFormat};
 use crate::platform::{par_map, Platform, RenderedType};
 use crate::regargs::RegistryArgs;
 use crate::release::{self, ReleaseRecord, ReleasedBundle, RELEASES_REPOSITORY};
-use crate::signing::{load_signing_key, sign_with};
+use crate::signing::load_signing_key;
 
 /// Arguments of `drover publish`.
 #[derive(Debug, clap::Args)]
@@ -35,8 +36,9 @@ pub struct Args {
     /// Private signing key (drover keygen's drover.key, or PKCS#8 PEM).
     #[arg(long, value_name = "KEY")]
     pub key: PathBuf,
-    /// Public key(s) trusted for the previous environment's release record (default: the
-    /// public half of --key). Repeat for several.
+    /// Public key(s) whose signatures count as ours: the previous environment's release
+    /// record and the bundles already in each channel (default: the public half of --key).
+    /// Repeat for several.
     #[arg(long = "trust-key", value_name = "PUB")]
     pub trust_keys: Vec<PathBuf>,
     /// The platform revision (default: `git rev-parse HEAD` in PLATFORM).
@@ -83,10 +85,6 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
     (out.status.success() && !s.is_empty()).then_some(s)
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
 struct Local {
     rendered: RenderedType,
     layer_digest: String,
@@ -99,59 +97,49 @@ struct Ctx<'a> {
     revision: &'a str,
     source_repository: &'a str,
     key: &'a PrivateKey,
+    policy: &'a TrustPolicy,
 }
 
-/// Publishes one cluster type: compare, and when changed push (history tag), sign, move the channel tag.
+/// Publishes one cluster type through the channel rules: left alone when the channel holds
+/// a bundle that verifies with the same content, else our own bundle with the next
+/// verified sequence (history tag, signature, then the channel tag).
 async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult> {
     let t = &local.rendered.name;
     let rref = RegistryRef::parse(&format!("{}/{t}", ctx.prefix))?;
     let repo = Repo::Registry { client: ctx.client.clone(), repo: rref.clone() };
     let reference = rref.with_tag(ctx.env).to_string();
-    let limits = FetchLimits::default();
-    let remote = match repo.manifest(ctx.env, limits.manifest).await {
-        Ok((bytes, digest)) => Some(
-            repo.fetch_bundle_head(bytes, digest, &limits)
-                .await
-                .with_context(|| format!("{reference} exists but is not a readable drover bundle"))?,
-        ),
-        Err(StoreError::NotFound(_)) => None,
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("looking up {reference}"))),
-    };
-    if let Some(r) = &remote {
-        let same = r.manifest.layers.first().map(|l| l.digest == local.layer_digest).unwrap_or(false)
-            && r.config.cluster_type == *t
-            && r.config.environment == ctx.env;
-        if same {
-            // Unchanged: make sure it is signed by us (repairs an interrupted publish; no write when signed).
-            sign_with(&repo, &r.digest, ctx.key).await.with_context(|| format!("signing {reference}"))?;
-            return Ok(TypeResult {
-                cluster_type: t.clone(),
-                reference,
-                digest: r.digest.clone(),
-                changed: false,
-                objects: r.config.objects.len(),
-                sequence: r.config.sequence,
-            });
-        }
-    }
-    let sequence = now_secs().max(remote.as_ref().map(|r| r.config.sequence + 1).unwrap_or(0));
     let meta = BundleMeta {
         cluster_type: t.clone(),
         environment: ctx.env.to_string(),
-        sequence,
+        sequence: 0,
         source_repository: ctx.source_repository.to_string(),
         revision: ctx.revision.to_string(),
         created: None,
         allow_mass_prune: false,
     };
-    let bundle = assemble(&local.rendered.objects, &meta);
-    let history = format!("{}-{sequence}", ctx.env);
-    repo.push_bundle(&bundle, &[&history]).await.with_context(|| format!("pushing {}", rref.with_tag(&history)))?;
-    sign_with(&repo, &bundle.digest, ctx.key).await.with_context(|| format!("signing {}", rref.with_digest(&bundle.digest)))?;
-    repo.put_manifest(bundle.manifest.clone(), media::OCI_MANIFEST, Some(ctx.env))
-        .await
-        .with_context(|| format!("tagging {reference}"))?;
-    Ok(TypeResult { cluster_type: t.clone(), reference, digest: bundle.digest, changed: true, objects: local.rendered.objects.len(), sequence })
+    let published = publish(Request {
+        repo: &repo,
+        channel: ctx.env,
+        objects: &local.rendered.objects,
+        meta,
+        sequence: Sequence::Next { at_least: now_secs() },
+        key: Some(ctx.key),
+        policy: Some(ctx.policy),
+        unchanged_layer: Some(&local.layer_digest),
+    })
+    .await
+    .with_context(|| format!("publishing {reference}"))?;
+    if let Some(note) = &published.untrusted_previous {
+        eprintln!("warning: {note}; replaced it with our own bundle");
+    }
+    Ok(TypeResult {
+        cluster_type: t.clone(),
+        reference,
+        digest: published.digest,
+        changed: published.changed,
+        objects: published.objects,
+        sequence: published.sequence,
+    })
 }
 
 /// Runs `drover publish`.
@@ -179,7 +167,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         .clone()
         .or_else(|| git(&args.platform, &["config", "--get", "remote.origin.url"]))
         .unwrap_or_default();
-    let key = load_signing_key(&args.key).with_context(|| format!("loading signing key {}", args.key.display()))?;
+    let key = load_signing_key(&args.key)?;
     let policy = if args.trust_keys.is_empty() {
         TrustPolicy::new(vec![key.public_key().clone()], 1)?
     } else {
@@ -222,7 +210,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         release::check_gate(&releases, &platform.environments, &args.env, &revision, &policy).await?;
     }
 
-    let ctx = Ctx { client: &client, prefix: &prefix, env: &args.env, revision: &revision, source_repository: &source_repository, key: &key };
+    let ctx = Ctx { client: &client, prefix: &prefix, env: &args.env, revision: &revision, source_repository: &source_repository, key: &key, policy: &policy };
     let outcomes: Vec<(String, anyhow::Result<TypeResult>)> = stream::iter(locals.iter())
         .map(|l| {
             let ctx = &ctx;

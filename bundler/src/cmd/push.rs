@@ -1,10 +1,14 @@
-//! `drover push DIR REF`: builds a bundle in memory (as `drover build`) and pushes it;
-//! with `--environment E` also the immutable history tag `E-<sequence>` (DESIGN §3);
-//! with `--key K` signs the pushed digest.
+//! `drover push DIR REF`: builds a bundle from a directory (as `drover build`) and
+//! publishes it into the channel REF names through the channel rules
+//! (`drover_proto::channel::publish`): a sequence above every verified one (or
+//! `--sequence`, never lower), the immutable history tag `<env>-<sequence>` when an
+//! environment is given, and with `--key K` the signature before any tag moves.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
+use drover_proto::channel::publish::{publish, Request, Sequence};
+use drover_proto::trust::TrustPolicy;
 use drover_proto::{Reference, Repo};
 
 use crate::cmd::build::{print_summary, BundleArgs, Summary};
@@ -39,57 +43,42 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         ),
     };
     // Everything that can fail on input (YAML, flags, key, password) fails before any write.
-    let built = args.bundle.build()?;
-    let key = match &args.key {
-        Some(k) => Some(crate::signing::load_signing_key(k).with_context(|| format!("loading signing key {}", k.display()))?),
-        None => None,
-    };
-    let bundle = &built.bundle;
-    let meta = &bundle.config_doc;
+    let meta = args.bundle.meta()?;
+    let loaded = args.bundle.load()?;
+    let key = args.key.as_deref().map(crate::signing::load_signing_key).transpose()?;
+    let policy = key.as_ref().map(|k| TrustPolicy::new(vec![k.public_key().clone()], 1)).transpose()?;
     let client = args.registry.client()?;
     let (repo, _) = Repo::open(&reference, &client, true)?;
-    let mut tags = Vec::new();
-    if !meta.environment.is_empty() {
-        let history = format!("{}-{}", meta.environment, meta.sequence);
-        anyhow::ensure!(drover_proto::reference::valid_tag(&history), "history tag {history:?} is not a valid tag");
-        if let Some(existing) = repo.resolve(&history).await.with_context(|| format!("looking up {}", repo.describe(&history)))? {
-            anyhow::ensure!(
-                existing == bundle.digest,
-                "{} already holds {existing} (history tags are immutable); publish with a higher --sequence",
-                repo.describe(&history)
-            );
-        }
-        if history != tag {
-            tags.push(history);
-        }
-    }
-    // Blobs, manifest and history tag first; sign; only then move the channel tag, so the
-    // channel never points at an unsigned bundle when a key is given.
-    let started = std::time::Instant::now();
-    let first: Vec<&str> = tags.iter().map(String::as_str).collect();
-    let digest = repo.push_bundle(bundle, &first).await.with_context(|| format!("pushing to {}", args.reference))?;
-    let signature = match &key {
-        Some(key) => Some(
-            crate::signing::sign_with(&repo, &digest, key)
-                .await
-                .with_context(|| format!("signing {} (the channel tag {tag} was not moved)", repo.describe(&digest)))?,
-        ),
-        None => None,
+    let sequence = match args.bundle.sequence {
+        Some(s) => Sequence::Exact(s),
+        None => Sequence::Next { at_least: meta.sequence },
     };
-    repo.put_manifest(bundle.manifest.clone(), drover_proto::media::OCI_MANIFEST, Some(&tag))
-        .await
-        .with_context(|| format!("tagging {}", repo.describe(&tag)))?;
-    tags.push(tag.clone());
-    tracing::debug!(push_ms = started.elapsed().as_millis() as u64, "pushed blobs, manifest and tags");
-    // Channel tag first in the summary, then the history tag.
-    tags.rotate_right(1);
+    let started = std::time::Instant::now();
+    let published = publish(Request {
+        repo: &repo,
+        channel: &tag,
+        objects: &loaded.objects,
+        meta,
+        sequence,
+        key: key.as_ref(),
+        policy: policy.as_ref(),
+        unchanged_layer: None,
+    })
+    .await
+    .with_context(|| format!("pushing to {} (the channel tag {tag} was not moved)", args.reference))?;
+    tracing::debug!(push_ms = started.elapsed().as_millis() as u64, "pushed blobs, manifest, signature and tags");
+    if let Some(note) = &published.untrusted_previous {
+        eprintln!("warning: {note}; replaced it");
+    }
+    let mut tags = vec![tag.clone()];
+    tags.extend(published.history_tag.clone().filter(|h| *h != tag));
     let summary = Summary {
-        reference: format!("{}@{digest}", repo.describe(&tag)),
-        digest,
-        objects: built.loaded.objects.len(),
+        reference: format!("{}@{}", repo.describe(&tag), published.digest),
+        digest: published.digest,
+        objects: loaded.objects.len(),
         tags,
-        sequence: meta.sequence,
-        signature,
+        sequence: published.sequence,
+        signature: published.signature,
     };
     print_summary(&summary, out)
 }

@@ -1,21 +1,31 @@
-//! `drover sign REF --key K`: adds a cosign-compatible signature to an existing bundle
-//! (appended to its `sha256-<hex>.sig` manifest; existing signatures are kept).
+//! `drover sign REF --key K [--trust-key PUB]`: adds a cosign-compatible signature to an
+//! existing bundle (appended to its `sha256-<hex>.sig` manifest; existing signatures are
+//! kept). A tag is signed only after it verified against `--trust-key`; a digest
+//! (`REF@sha256:...`) is signed as named.
 
 use std::path::PathBuf;
 
+use anyhow::Context;
+use drover_proto::channel::sign::countersign;
+
 use crate::output::{print_json, print_table, OutputFormat};
 use crate::regargs::RegistryArgs;
-use crate::signing::{load_signing_key, open_reference, resolve_digest, sign_with};
+use crate::signing::{load_signing_key, open_reference};
+use crate::trustargs::TrustArgs;
 
 /// Arguments of `drover sign`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The bundle to sign: HOST/REPO:TAG, HOST/REPO@sha256:..., or oci:DIR:TAG.
+    /// The bundle to sign: HOST/REPO@sha256:... (the digest you built), or a tag
+    /// (HOST/REPO:TAG, oci:DIR:TAG) together with --trust-key.
     pub reference: String,
     /// Private key (cosign encrypted format or PKCS#8 PEM); password from
     /// DROVER_KEY_PASSWORD, else COSIGN_PASSWORD.
     #[arg(long, value_name = "KEY")]
     pub key: PathBuf,
+    /// Keys the bundle must already verify with before it is signed (required for a tag).
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Registry connection flags.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -24,10 +34,11 @@ pub struct Args {
 /// Runs `drover sign`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let key = load_signing_key(&args.key)?;
+    let policy = args.trust.optional_policy()?;
     let client = args.registry.client()?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, true)?;
-    let digest = resolve_digest(&repo, lookup.as_deref(), &args.reference).await?;
-    let info = sign_with(&repo, &digest, &key).await?;
+    let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add @sha256:... or :TAG)", args.reference))?;
+    let info = countersign(&repo, &lookup, &key, policy.as_ref()).await.with_context(|| format!("signing {}", args.reference))?;
     match out {
         OutputFormat::Json => print_json(&info)?,
         OutputFormat::Table => print_table(

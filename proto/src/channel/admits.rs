@@ -8,7 +8,10 @@ use super::{never_lower, ChannelError, Move, Position};
 /// applied bundle itself (a resync) and for a higher sequence; refused for a lower
 /// sequence, another bundle with the same sequence, or an implausible sequence.
 pub fn admits(source: &str, floor: Option<&Position>, candidate: &Position) -> Result<Move, ChannelError> {
-    never_lower(source, floor, candidate)
+    never_lower(source, floor, candidate).map_err(|e| match e {
+        ChannelError::Lower { current, candidate, .. } => ChannelError::BelowFloor { applied: current, candidate },
+        e => e,
+    })
 }
 
 /// The higher of two floors (e.g. the local record and the in-cluster copy): the one with

@@ -17,6 +17,13 @@
 //! [`admits`] for the agent.
 
 pub mod admits;
+pub mod history;
+pub mod import;
+pub mod promote;
+pub mod publish;
+pub mod rollback;
+pub mod sign;
+pub mod write;
 
 use serde::Serialize;
 
@@ -60,7 +67,7 @@ pub enum ChannelError {
         sequence: u64,
     },
     /// Moving the channel would lower its sequence (or replace a bundle of the same sequence).
-    #[error("refusing to move {channel} from sequence {} ({}) to {}: {}", current.sequence, current.digest, candidate.sequence, lower_reason(current, candidate))]
+    #[error("refusing to move {channel}: it holds sequence {} ({}), {}", current.sequence, current.digest, lower_reason(current, candidate))]
     Lower {
         /// The channel (reference text).
         channel: String,
@@ -69,8 +76,19 @@ pub enum ChannelError {
         /// What was to replace it.
         candidate: Position,
     },
+    /// The agent's admission refused a bundle below its floor (see [`admits`]).
+    #[error("{} has sequence {}, {} the applied {} ({}); {}", candidate.digest, candidate.sequence,
+        if candidate.sequence == applied.sequence { "equal to" } else { "lower than" }, applied.sequence, applied.digest,
+        if candidate.sequence == applied.sequence { "a different bundle with the same sequence: every publish needs a higher sequence" }
+        else { "roll back with `drover rollback` (a new, higher sequence)" })]
+    BelowFloor {
+        /// What is applied.
+        applied: Position,
+        /// What was offered.
+        candidate: Position,
+    },
     /// A history tag already names another bundle (history tags are immutable).
-    #[error("{tag} already holds {existing}; history tags are immutable, so {wanted} needs a higher sequence")]
+    #[error("{tag} already holds {existing}; history tags are immutable: publish {wanted} with a higher --sequence")]
     HistoryTaken {
         /// The history tag (reference text).
         tag: String,
@@ -97,21 +115,18 @@ pub enum ChannelError {
     /// Registry or layout access failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Signing failed.
-    #[error("signing: {0}")]
-    Sign(String),
 }
 
 fn lower_reason(current: &Position, candidate: &Position) -> String {
     if candidate.sequence == current.sequence {
         format!(
-            "{} is a different bundle with the same sequence; every publish needs a higher sequence",
+            "and {} is a different bundle with the same sequence; every publish needs a higher sequence",
             candidate.digest
         )
     } else {
         format!(
-            "{} has the lower sequence, which would be a rollback; use `drover rollback CHANNEL --to {} --key KEY` to re-publish old content with a new, higher sequence",
-            candidate.digest, candidate.digest
+            "and {} has the lower sequence {}, which would be a rollback; use `drover rollback CHANNEL --to {} --key KEY` to re-publish old content with a new, higher sequence",
+            candidate.digest, candidate.sequence, candidate.digest
         )
     }
 }

@@ -60,9 +60,13 @@ pub fn drover(args: &[&str]) -> Out {
     run("drover", &a, &[("DROVER_KEY_PASSWORD", PW)])
 }
 
-/// `drover sign REF --key KEY`, asserting success.
+/// `drover sign REPO@DIGEST --key KEY` for the digest `reference` names now (as a user
+/// who signs the digest they built), asserting success.
 pub fn sign(reference: &str, key: &Path) -> serde_json::Value {
-    let out = drover(&["sign", reference, "--key", key.to_str().unwrap(), "-o", "json"]);
+    let (r, lookup) = Repo::open(&Reference::parse(reference).unwrap(), &client(), false).unwrap();
+    let d = rt().block_on(r.resolve(&lookup.unwrap())).unwrap().expect("reference exists");
+    let pinned = r.describe(&d);
+    let out = drover(&["sign", &pinned, "--key", key.to_str().unwrap(), "-o", "json"]);
     assert_eq!(out.code, 0, "sign {reference} failed: {}", out.stderr);
     out.json()
 }
@@ -72,7 +76,7 @@ pub fn verify(reference: &str, keys: &[&Path], threshold: usize) -> Out {
     let t = threshold.to_string();
     let mut a = vec!["verify", reference, "--threshold", &t, "-o", "json"];
     for k in keys {
-        a.push("--key");
+        a.push("--trust-key");
         a.push(k.to_str().unwrap());
     }
     drover(&a)

@@ -1,0 +1,157 @@
+//! Reading what a channel or history tag holds, in the order that trusts nothing
+//! unverified: the manifest (size-capped), then its signatures against the trust policy,
+//! and only then the config (sequence, identity). The next sequence is chosen from what
+//! verified here, never from a tag name or an unverified config.
+
+use crate::config::BundleConfig;
+use crate::error::StoreError;
+use crate::manifest::Manifest;
+use crate::repo::{FetchLimits, Repo};
+use crate::trust::{self, TrustError, TrustPolicy, Verification};
+
+use super::{parse_history_tag, ChannelError, Position, MAX_SEQUENCE};
+
+/// History tags tried (highest first) when looking for the highest verified one; tags an
+/// attacker added above it cost one verification each, up to this many.
+pub const MAX_HISTORY_PROBES: usize = 32;
+
+/// A bundle whose signatures satisfied the policy (or, without a policy, whose digests
+/// checked), with its manifest and config.
+#[derive(Debug, Clone)]
+pub struct Head {
+    /// Manifest digest.
+    pub digest: String,
+    /// Manifest bytes.
+    pub manifest_bytes: Vec<u8>,
+    /// Parsed manifest (bundle shape checked).
+    pub manifest: Manifest,
+    /// Config bytes.
+    pub config_bytes: Vec<u8>,
+    /// Parsed config.
+    pub config: BundleConfig,
+    /// The signature verification (`None` when read without a policy).
+    pub verification: Option<Verification>,
+}
+
+impl Head {
+    /// Where this bundle stands: digest and signed sequence.
+    pub fn position(&self) -> Position {
+        Position { digest: self.digest.clone(), sequence: self.config.sequence }
+    }
+
+    /// The content layer's digest.
+    pub fn layer_digest(&self) -> &str {
+        self.manifest.layers.first().map(|l| l.digest.as_str()).unwrap_or("")
+    }
+}
+
+/// What a tag holds, as far as the channel rules are concerned.
+#[derive(Debug)]
+pub enum Holding {
+    /// Nothing: the tag does not exist.
+    Empty,
+    /// A bundle that verified against the policy (or any readable bundle without one).
+    Trusted(Box<Head>),
+    /// A drover bundle whose signatures do not satisfy the policy: not ours.
+    Untrusted {
+        /// Its digest.
+        digest: String,
+        /// Why it did not verify.
+        reason: String,
+    },
+    /// Something that is not a drover bundle at all (another artifact or image).
+    Foreign {
+        /// Its digest.
+        digest: String,
+        /// What it is.
+        reason: String,
+    },
+}
+
+impl Holding {
+    /// The trusted head, if any.
+    pub fn trusted(&self) -> Option<&Head> {
+        match self {
+            Holding::Trusted(h) => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// Reads `lookup` (a tag or digest) in `repo`: manifest, then signatures against `policy`
+/// (when given), then the config. Network and storage failures are errors; an unsigned or
+/// foreign manifest is a [`Holding`], for the caller to refuse or step over.
+pub async fn read(repo: &Repo, lookup: &str, policy: Option<&TrustPolicy>) -> Result<Holding, ChannelError> {
+    let limits = FetchLimits::default();
+    let (manifest_bytes, digest) = match repo.manifest(lookup, limits.manifest).await {
+        Ok(x) => x,
+        Err(StoreError::NotFound(_)) => return Ok(Holding::Empty),
+        Err(e) => return Err(e.into()),
+    };
+    let manifest = match Manifest::from_slice(&manifest_bytes) {
+        Ok(m) => m,
+        Err(reason) => return Ok(Holding::Foreign { digest, reason }),
+    };
+    if let Err(reason) = manifest.bundle_layer() {
+        return Ok(Holding::Foreign { digest, reason });
+    }
+    let verification = match policy {
+        None => None,
+        Some(policy) => match trust::verify(repo, &digest, policy).await {
+            Ok(v) => Some(v),
+            Err(TrustError::Store(e)) => return Err(e.into()),
+            Err(e) => return Ok(Holding::Untrusted { digest, reason: e.to_string() }),
+        },
+    };
+    if manifest.config.size > limits.config {
+        return Err(StoreError::TooLarge { what: format!("config of {}", repo.describe(&digest)), size: manifest.config.size, limit: limits.config }.into());
+    }
+    let config_bytes = repo.blob(&manifest.config.digest, limits.config).await?;
+    let config = match BundleConfig::from_slice(&config_bytes) {
+        Ok(c) => c,
+        Err(reason) if verification.is_none() => return Ok(Holding::Foreign { digest, reason }),
+        Err(reason) => return Err(ChannelError::Refused(format!("{} is signed but its config is unreadable: {reason}", repo.describe(&digest)))),
+    };
+    Ok(Holding::Trusted(Box::new(Head { digest, manifest_bytes, manifest, config_bytes, config, verification })))
+}
+
+/// The highest trusted bundle among the `<env>-<n>` history tags of `repo` whose number is
+/// above `above`: tags are tried highest first, untrusted ones skipped (at most
+/// [`MAX_HISTORY_PROBES`] tries). Returns the head and the tags that were stepped over.
+pub async fn highest_trusted(
+    repo: &Repo,
+    env: &str,
+    above: u64,
+    policy: Option<&TrustPolicy>,
+) -> Result<(Option<Head>, Vec<String>), ChannelError> {
+    let mut numbered: Vec<(u64, String)> = repo
+        .tags()
+        .await?
+        .into_iter()
+        .filter_map(|t| parse_history_tag(&t, env).map(|n| (n, t)))
+        .filter(|(n, _)| *n > above && *n <= MAX_SEQUENCE)
+        .collect();
+    numbered.sort_by(|a, b| b.cmp(a));
+    let mut skipped = Vec::new();
+    for (_, tag) in numbered.into_iter().take(MAX_HISTORY_PROBES) {
+        match read(repo, &tag, policy).await? {
+            Holding::Trusted(h) if h.config.environment == env => return Ok((Some(*h), skipped)),
+            Holding::Trusted(h) => skipped.push(format!("{} (environment {:?})", repo.describe(&tag), h.config.environment)),
+            Holding::Untrusted { reason, .. } | Holding::Foreign { reason, .. } => skipped.push(format!("{}: {reason}", repo.describe(&tag))),
+            Holding::Empty => {}
+        }
+    }
+    Ok((None, skipped))
+}
+
+/// The verified floor of a channel: the higher of what the channel tag holds (when it
+/// verifies) and the highest verified history tag of `env`.
+pub async fn floor(repo: &Repo, channel: &Holding, env: &str, policy: Option<&TrustPolicy>) -> Result<Option<Position>, ChannelError> {
+    let current = channel.trusted().map(Head::position);
+    let above = current.as_ref().map(|p| p.sequence).unwrap_or(0);
+    let (history, skipped) = highest_trusted(repo, env, above, policy).await?;
+    for s in skipped {
+        tracing::warn!("ignoring history tag {s}");
+    }
+    Ok(super::admits::higher_floor(current, history.map(|h| h.position())))
+}

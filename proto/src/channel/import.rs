@@ -1,0 +1,257 @@
+//! Importing an archive into a registry repository (`drover import`), in two phases so a
+//! refusal changes nothing: [`check`] screens every signature layer the archive carries
+//! (only layers that are well-formed simple-signing layers over the digest they claim and,
+//! with a policy, signed by a trusted key are kept), verifies every bundle against the
+//! policy, and checks every destination tag (history tags are immutable; a channel tag
+//! never moves to a lower sequence unless `allow_downgrade`); [`write`] then writes in the
+//! channel order: blobs, manifests by digest, signature layers, history tags, channel tags.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::config::BundleConfig;
+use crate::manifest::{Descriptor, Manifest};
+use crate::repo::{FetchLimits, Repo};
+use crate::trust::{self, sigmanifest, TrustPolicy};
+
+use super::history::{self, Holding};
+use super::{never_lower, parse_history_tag, write as order, ChannelError, Position};
+
+/// One manifest of the archive, as named in its index (`<repository>:<tag>`).
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// The tag.
+    pub tag: String,
+    /// Manifest digest.
+    pub digest: String,
+    /// Manifest media type.
+    pub media_type: String,
+    /// Manifest bytes.
+    pub bytes: Vec<u8>,
+    /// Parsed manifest.
+    pub manifest: Manifest,
+    /// For `sha256-<hex>.sig` tags: the digest the signatures are for.
+    pub signs: Option<String>,
+}
+
+/// What happens to a destination tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// The destination already names this manifest.
+    Unchanged,
+    /// Written.
+    Pushed,
+    /// Signature layers merged into the destination's signature manifest.
+    Merged,
+    /// Moved to a lower sequence because `allow_downgrade` was given.
+    Downgraded,
+    /// Nothing written: every signature layer was dropped.
+    Dropped,
+}
+
+/// The decision for one item.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// The tag.
+    pub tag: String,
+    /// Manifest digest.
+    pub digest: String,
+    /// What was (or will be) done.
+    pub action: Action,
+    /// True when the bundle verified against the policy.
+    pub verified: bool,
+    /// Signature layers left out, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_layers: Vec<String>,
+}
+
+/// One repository checked and ready to write.
+pub struct Checked {
+    items: Vec<Item>,
+    decisions: Vec<Decision>,
+    /// Kept signature layers per signed digest.
+    signatures: BTreeMap<String, Vec<(Descriptor, Vec<u8>)>>,
+    /// Indexes of the items whose tag is a history tag (written before channel tags).
+    history: BTreeSet<usize>,
+}
+
+impl Checked {
+    /// The decisions, in item order.
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+}
+
+/// Phase 1 for the items of one repository, read from `src` (the archive) and headed for
+/// `dst`: screens signatures, verifies bundles against `policy`, checks destination tags.
+/// Nothing is written.
+pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&TrustPolicy>, allow_downgrade: bool) -> Result<Checked, ChannelError> {
+    let mut signatures = BTreeMap::new();
+    let mut dropped: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for item in items.iter() {
+        let Some(signed) = &item.signs else { continue };
+        let mut kept = Vec::new();
+        for (i, layer) in item.manifest.layers.iter().enumerate() {
+            let judged = match src.blob(&layer.digest, sigmanifest::MAX_PAYLOAD.min(layer.size.max(1))).await {
+                Ok(payload) => trust::screen_layer(signed, layer, &payload, policy).map(|()| payload),
+                Err(e) => Err(e.to_string()),
+            };
+            match judged {
+                Ok(payload) => kept.push((layer.clone(), payload)),
+                Err(why) => dropped.entry(item.tag.clone()).or_default().push(format!("layer {i} ({}): {why}", layer.digest)),
+            }
+        }
+        signatures.insert(signed.clone(), kept);
+    }
+    let mut decisions = Vec::with_capacity(items.len());
+    let mut verified = BTreeSet::new();
+    for item in &items {
+        if item.signs.is_some() {
+            continue;
+        }
+        if let Some(policy) = policy {
+            let kept = signatures.get(&item.digest).map(Vec::as_slice).unwrap_or_default();
+            let (descs, payloads): (Vec<Descriptor>, Vec<Vec<u8>>) = kept.iter().cloned().unzip();
+            let reference = src.describe(&crate::digest::signature_tag(&item.digest));
+            if descs.is_empty() {
+                return Err(ChannelError::Refused(format!(
+                    "{} ({}) is not signed: the archive carries no valid signature layer for it",
+                    src.describe(&item.tag),
+                    item.digest
+                )));
+            }
+            trust::evaluate(&item.digest, &reference, &descs, &payloads, policy)
+                .map_err(|e| ChannelError::Unverified { what: format!("{} ({})", src.describe(&item.tag), item.digest), source: e })?;
+            verified.insert(item.digest.clone());
+        }
+    }
+    let mut history = BTreeSet::new();
+    for (i, item) in items.iter().enumerate() {
+        let action = match &item.signs {
+            Some(signed) if signatures.get(signed).is_none_or(Vec::is_empty) => Action::Dropped,
+            Some(_) => Action::Pushed,
+            None => {
+                let config = read_config(src, item).await?;
+                let is_history = parse_history_tag(&item.tag, &config.environment).is_some();
+                if is_history {
+                    history.insert(i);
+                }
+                tag_action(dst, item, &config, is_history, policy, allow_downgrade).await?
+            }
+        };
+        decisions.push(Decision {
+            tag: item.tag.clone(),
+            digest: item.digest.clone(),
+            action,
+            verified: verified.contains(&item.digest),
+            dropped_layers: dropped.remove(&item.tag).unwrap_or_default(),
+        });
+    }
+    Ok(Checked { items, decisions, signatures, history })
+}
+
+/// The bundle config of an archive item.
+async fn read_config(src: &Repo, item: &Item) -> Result<BundleConfig, ChannelError> {
+    let config_bytes = src.blob(&item.manifest.config.digest, FetchLimits::default().config).await?;
+    BundleConfig::from_slice(&config_bytes).map_err(|e| ChannelError::Refused(format!("{}: {e}", src.describe(&item.tag))))
+}
+
+/// The channel rules for one bundle tag in the destination.
+async fn tag_action(
+    dst: &Repo,
+    item: &Item,
+    config: &BundleConfig,
+    is_history: bool,
+    policy: Option<&TrustPolicy>,
+    allow_downgrade: bool,
+) -> Result<Action, ChannelError> {
+    let name = dst.describe(&item.tag);
+    let current = match dst.resolve(&item.tag).await? {
+        None => return Ok(Action::Pushed),
+        Some(d) if d == item.digest => return Ok(Action::Unchanged),
+        Some(d) => d,
+    };
+    if is_history {
+        return Err(ChannelError::HistoryTaken { tag: name, existing: current, wanted: item.digest.clone() });
+    }
+    let candidate = Position { digest: item.digest.clone(), sequence: config.sequence };
+    match history::read(dst, &item.tag, policy).await? {
+        Holding::Trusted(head) => match never_lower(&name, Some(&head.position()), &candidate) {
+            Ok(_) => Ok(Action::Pushed),
+            Err(ChannelError::Lower { .. }) if allow_downgrade => Ok(Action::Downgraded),
+            Err(e @ ChannelError::Lower { .. }) => Err(ChannelError::Refused(format!(
+                "{e}. Nothing was imported. If this archive is a deliberate restore of older content, import it with --allow-downgrade"
+            ))),
+            Err(e) => Err(e),
+        },
+        Holding::Foreign { digest, reason } => {
+            Err(ChannelError::Refused(format!("{name} holds {digest}, which is not a drover bundle ({reason}); refusing to overwrite it")))
+        }
+        Holding::Untrusted { .. } | Holding::Empty => Ok(Action::Pushed),
+    }
+}
+
+/// What writing one repository uploaded.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Uploads {
+    /// Blobs uploaded.
+    pub uploaded: usize,
+    /// Blobs the destination already had.
+    pub present: usize,
+}
+
+/// Phase 2: writes a checked repository in the channel order. `big_blob` serialises the
+/// reading of blobs over `big` bytes (memory stays bounded when repositories run at once).
+pub async fn write(src: &Repo, dst: &Repo, checked: &mut Checked, big_blob: &tokio::sync::Semaphore, big: u64) -> Result<Uploads, ChannelError> {
+    let mut up = Uploads::default();
+    let mut seen = BTreeSet::new();
+    for item in checked.items.iter().filter(|i| i.signs.is_none()) {
+        for d in std::iter::once(&item.manifest.config).chain(&item.manifest.layers) {
+            if !seen.insert(d.digest.clone()) {
+                continue;
+            }
+            if dst.has_blob(&d.digest).await? {
+                up.present += 1;
+                continue;
+            }
+            let _permit = if d.size > big { Some(big_blob.acquire().await.map_err(|e| ChannelError::Refused(e.to_string()))?) } else { None };
+            let data = src.blob(&d.digest, d.size).await?;
+            dst.put_blob(&d.digest, data).await?;
+            up.uploaded += 1;
+        }
+    }
+    for (item, decision) in checked.items.iter().zip(&checked.decisions) {
+        if item.signs.is_none() && decision.action != Action::Unchanged {
+            dst.put_manifest(item.bytes.clone(), &item.media_type, None).await?;
+        }
+    }
+    for (item, decision) in checked.items.iter().zip(checked.decisions.iter_mut()) {
+        let Some(signed) = &item.signs else { continue };
+        let Some(layers) = checked.signatures.remove(signed).filter(|l| !l.is_empty()) else { continue };
+        let existed = dst.resolve(&item.tag).await?.is_some();
+        let (_, added, _) = trust::append_signature_layers(dst, signed, layers).await?;
+        decision.action = match (added, existed) {
+            (0, _) => Action::Unchanged,
+            (_, true) => Action::Merged,
+            (_, false) => Action::Pushed,
+        };
+    }
+    // History tags before channel tags.
+    let mut moves: Vec<(bool, &Item)> = checked
+        .items
+        .iter()
+        .zip(&checked.decisions)
+        .enumerate()
+        .filter(|(_, (i, d))| i.signs.is_none() && matches!(d.action, Action::Pushed | Action::Downgraded))
+        .map(|(n, (i, _))| (!checked.history.contains(&n), i))
+        .collect();
+    moves.sort_by_key(|(channel, _)| *channel);
+    for (_, item) in moves {
+        order::tag(dst, &item.bytes, &[&item.tag]).await?;
+    }
+    Ok(up)
+}

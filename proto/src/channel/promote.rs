@@ -1,0 +1,131 @@
+//! Promoting (`drover promote`): a channel tag moves to a bundle that already verified,
+//! identical bytes from ring to ring. Across repositories the bundle and the signature
+//! layers that verified are copied first and verified again in the destination before the
+//! tag moves. Never lower: a destination holding a verified bundle with a higher (or equal,
+//! different) sequence is refused, as is one holding another cluster type or environment.
+
+use serde::Serialize;
+
+use crate::digest::signature_tag;
+use crate::media;
+use crate::repo::{FetchLimits, Repo};
+use crate::trust::{self, sigmanifest, TrustPolicy, Verification};
+
+use super::history::{self, Head, Holding};
+use super::{never_lower, write, ChannelError, Move, Position};
+
+/// What a promote did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Promoted {
+    /// The promoted digest.
+    pub digest: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// What the destination held before, when it verified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Position>,
+    /// Why what the destination held before did not count (it did not verify).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untrusted_previous: Option<String>,
+    /// True when the bundle was copied into another repository.
+    pub copied: bool,
+    /// Signature layers added in the destination.
+    pub signatures_copied: usize,
+    /// Fingerprints of the keys that signed.
+    pub matched_keys: Vec<String>,
+    /// False when the destination already named this digest.
+    pub changed: bool,
+}
+
+/// Verifies `lookup` in `src` against `policy` and returns it (refused when it does not verify).
+pub async fn verified_source(src: &Repo, lookup: &str, policy: &TrustPolicy) -> Result<Head, ChannelError> {
+    match history::read(src, lookup, Some(policy)).await? {
+        Holding::Trusted(h) => Ok(*h),
+        Holding::Empty => Err(ChannelError::Refused(format!("{} does not exist", src.describe(lookup)))),
+        Holding::Untrusted { digest, reason } => {
+            Err(ChannelError::Refused(format!("refusing to promote {} ({digest}): {reason}", src.describe(lookup))))
+        }
+        Holding::Foreign { digest, reason } => {
+            Err(ChannelError::Refused(format!("{} ({digest}) is not a usable drover bundle: {reason}", src.describe(lookup))))
+        }
+    }
+}
+
+/// Points `dst_tag` in `dst` at the bundle `src_lookup` names in `src`, after it verified.
+pub async fn promote(src: &Repo, src_lookup: &str, dst: &Repo, dst_tag: &str, policy: &TrustPolicy) -> Result<Promoted, ChannelError> {
+    if dst_tag.ends_with(".sig") {
+        return Err(ChannelError::InvalidTag(format!("destination tag {dst_tag} is reserved for signatures")));
+    }
+    let head = verified_source(src, src_lookup, policy).await?;
+    let dst_name = dst.describe(dst_tag);
+    let holding = history::read(dst, dst_tag, Some(policy)).await?;
+    let untrusted_previous = match &holding {
+        Holding::Foreign { digest, reason } => {
+            return Err(ChannelError::Refused(format!(
+                "{dst_name} currently holds {digest}, which is not a drover bundle ({reason}); refusing to overwrite it"
+            )))
+        }
+        Holding::Untrusted { digest, reason } => Some(format!("{dst_name} held {digest}, which does not verify: {reason}")),
+        _ => None,
+    };
+    if let Some(cur) = holding.trusted() {
+        if cur.config.cluster_type != head.config.cluster_type || cur.config.environment != head.config.environment {
+            return Err(ChannelError::Refused(format!(
+                "{dst_name} holds a bundle for cluster type {:?} / environment {:?}, {} is for {:?} / {:?}; promote within one cluster type and environment",
+                cur.config.cluster_type,
+                cur.config.environment,
+                src.describe(src_lookup),
+                head.config.cluster_type,
+                head.config.environment
+            )));
+        }
+    }
+    let previous = holding.trusted().map(Head::position);
+    let step = never_lower(&dst_name, previous.as_ref(), &head.position())?;
+    let copied = src.describe("x") != dst.describe("x");
+    let mut signatures_copied = 0;
+    if copied {
+        signatures_copied = copy_verified(src, dst, &head, head.verification.as_ref().expect("verified with a policy")).await?;
+        if let Err(e) = trust::verify(dst, &head.digest, policy).await {
+            return Err(ChannelError::Unverified { what: format!("the copy in {dst_name}"), source: e });
+        }
+    }
+    if step == Move::Forward {
+        write::tag(dst, &head.manifest_bytes, &[dst_tag]).await?;
+    }
+    Ok(Promoted {
+        digest: head.digest.clone(),
+        sequence: head.config.sequence,
+        previous,
+        untrusted_previous,
+        copied,
+        signatures_copied,
+        matched_keys: head.verification.iter().flat_map(|v| v.matched.iter().map(|m| m.fingerprint.clone())).collect(),
+        changed: step == Move::Forward,
+    })
+}
+
+/// Copies a verified bundle (config, layer, manifest by digest) and the signature layers
+/// that counted in `verification` into `dst`. Returns the signature layers added.
+async fn copy_verified(src: &Repo, dst: &Repo, head: &Head, verification: &Verification) -> Result<usize, ChannelError> {
+    let limits = FetchLimits::default();
+    let layer = head.manifest.bundle_layer().map_err(ChannelError::Refused)?;
+    dst.put_blob(&head.manifest.config.digest, head.config_bytes.clone()).await?;
+    if !dst.has_blob(&layer.digest).await? {
+        let data = src.blob(&layer.digest, limits.layer).await?;
+        dst.put_blob(&layer.digest, data).await?;
+    }
+    dst.put_manifest(head.manifest_bytes.clone(), media::OCI_MANIFEST, None).await?;
+    // Only the layers that verified travel: re-read them (digest-checked) by position.
+    let (bytes, _) = src.manifest(&signature_tag(&head.digest), sigmanifest::MAX_SIGNATURE_MANIFEST).await?;
+    let manifest = sigmanifest::parse(&bytes).map_err(ChannelError::Refused)?;
+    let mut layers = Vec::new();
+    for report in verification.layers.iter().filter(|l| l.problem.is_none() && !l.signed_by.is_empty()) {
+        let Some(desc) = manifest.layers.get(report.index).filter(|d| d.digest == report.digest) else { continue };
+        let payload = src.blob(&desc.digest, sigmanifest::MAX_PAYLOAD).await?;
+        layers.push((desc.clone(), payload));
+    }
+    let (_, added, _) = trust::append_signature_layers(dst, &head.digest, layers).await?;
+    Ok(added)
+}

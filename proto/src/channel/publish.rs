@@ -1,0 +1,139 @@
+//! Publishing new content into a channel (`drover push`, `drover publish`): the bundle is
+//! assembled here, from the caller's objects, with a sequence chosen from verified history,
+//! so the signer only ever signs bytes it built. A channel that already holds a verified
+//! bundle with the same content is left alone; a channel holding something that does not
+//! verify is treated as empty (it is not ours) and overwritten by our own bundle.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::bundle::{assemble, BundleMeta};
+use crate::keys::PrivateKey;
+use crate::object::ObjectRef;
+use crate::repo::Repo;
+use crate::trust::sign::SignatureInfo;
+use crate::trust::TrustPolicy;
+
+use super::history::{self, Holding};
+use super::{check_sequence, history_tag, never_lower, next_sequence, write, ChannelError, Position};
+
+/// How the new bundle's sequence is chosen.
+#[derive(Debug, Clone, Copy)]
+pub enum Sequence {
+    /// Exactly this one (`--sequence`); refused when it would lower the channel.
+    Exact(u64),
+    /// Above every verified sequence of the channel and its history, and at least this
+    /// (e.g. now in Unix seconds).
+    Next {
+        /// The lowest acceptable value.
+        at_least: u64,
+    },
+}
+
+/// One publish into one channel.
+pub struct Request<'a> {
+    /// The repository.
+    pub repo: &'a Repo,
+    /// The channel tag to move.
+    pub channel: &'a str,
+    /// The objects (identity → YAML).
+    pub objects: &'a BTreeMap<ObjectRef, Vec<u8>>,
+    /// Everything about the bundle but its sequence (its `sequence` field is ignored).
+    pub meta: BundleMeta,
+    /// How to choose the sequence.
+    pub sequence: Sequence,
+    /// The signing key (`None`: an unsigned push, for trying drover out).
+    pub key: Option<&'a PrivateKey>,
+    /// What counts as ours in the channel and its history (`None`: any readable bundle).
+    pub policy: Option<&'a TrustPolicy>,
+    /// Leave the channel alone when it holds a trusted bundle with this content layer
+    /// digest, cluster type and environment (`drover publish`); `None` always publishes.
+    pub unchanged_layer: Option<&'a str>,
+}
+
+/// What a publish did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Published {
+    /// The bundle the channel names now.
+    pub digest: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// Objects in it.
+    pub objects: usize,
+    /// False when the channel already held the same verified content.
+    pub changed: bool,
+    /// The history tag written (absent when unchanged or without an environment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_tag: Option<String>,
+    /// What the channel held before, when it verified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<Position>,
+    /// Why the previous content was not trusted, when it was replaced without counting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untrusted_previous: Option<String>,
+    /// The signature made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureInfo>,
+}
+
+/// Publishes `req.objects` into `req.channel`.
+pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
+    let repo = req.repo;
+    let holding = history::read(repo, req.channel, req.policy).await?;
+    let untrusted_previous = match &holding {
+        Holding::Untrusted { digest, reason } => Some(format!("{} held {digest}, which is not ours: {reason}", repo.describe(req.channel))),
+        Holding::Foreign { digest, reason } => {
+            return Err(ChannelError::Refused(format!(
+                "{} holds {digest}, which is not a drover bundle ({reason}); refusing to overwrite it",
+                repo.describe(req.channel)
+            )))
+        }
+        _ => None,
+    };
+    if let (Some(layer), Some(head)) = (req.unchanged_layer, holding.trusted()) {
+        if head.layer_digest() == layer && head.config.cluster_type == req.meta.cluster_type && head.config.environment == req.meta.environment {
+            return Ok(Published {
+                digest: head.digest.clone(),
+                sequence: head.config.sequence,
+                objects: head.config.objects.len(),
+                changed: false,
+                history_tag: None,
+                replaced: None,
+                untrusted_previous: None,
+                signature: None,
+            });
+        }
+    }
+    let env = req.meta.environment.clone();
+    let channel_name = repo.describe(req.channel);
+    let current = holding.trusted().map(|h| h.position());
+    let sequence = match req.sequence {
+        Sequence::Exact(s) => check_sequence(s, "--sequence")?,
+        Sequence::Next { at_least } => {
+            let floor = if env.is_empty() { current.clone() } else { history::floor(repo, &holding, &env, req.policy).await? };
+            next_sequence(floor.map(|p| p.sequence), at_least)?
+        }
+    };
+    let mut meta = req.meta;
+    meta.sequence = sequence;
+    let bundle = assemble(req.objects, &meta);
+    let history = if env.is_empty() { None } else { Some(history_tag(&env, sequence)?) };
+    if let Some(h) = &history {
+        write::check_history_free(repo, h, &bundle.digest).await?;
+    }
+    never_lower(&channel_name, current.as_ref(), &Position { digest: bundle.digest.clone(), sequence })?;
+    let channels: Vec<&str> = if history.as_deref() == Some(req.channel) { vec![] } else { vec![req.channel] };
+    let signature = write::write_bundle(repo, &bundle, req.key, history.as_deref(), &channels).await?;
+    Ok(Published {
+        digest: bundle.digest.clone(),
+        sequence,
+        objects: req.objects.len(),
+        changed: true,
+        history_tag: history,
+        replaced: current,
+        untrusted_previous,
+        signature,
+    })
+}

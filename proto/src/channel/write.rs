@@ -1,0 +1,70 @@
+//! The write order every command uses: blobs, manifest by digest, signature, history tag,
+//! channel tag(s). A tag is only ever written after the signature, so no tag names an
+//! unsigned bundle when a key is given, and an interrupted write leaves at most an
+//! untagged manifest behind.
+
+use crate::bundle::Bundle;
+use crate::digest::sha256_digest;
+use crate::keys::PrivateKey;
+use crate::media;
+use crate::repo::Repo;
+use crate::trust::sign::{sign, SignatureInfo};
+
+use super::ChannelError;
+
+/// Refuses when `tag` already names a bundle other than `digest` (history tags are immutable).
+pub async fn check_history_free(repo: &Repo, tag: &str, digest: &str) -> Result<(), ChannelError> {
+    match repo.resolve(tag).await? {
+        Some(existing) if existing != digest => {
+            Err(ChannelError::HistoryTaken { tag: repo.describe(tag), existing, wanted: digest.to_string() })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Points `tags` (in order) at the manifest `bytes` already stored by digest.
+pub async fn tag(repo: &Repo, bytes: &[u8], tags: &[&str]) -> Result<(), ChannelError> {
+    for t in tags {
+        repo.put_manifest(bytes.to_vec(), media::OCI_MANIFEST, Some(t)).await?;
+    }
+    Ok(())
+}
+
+/// Writes an artifact this process assembled: `blobs`, the manifest by digest, the
+/// signature (with `key`), the history tag (immutable: checked before anything is
+/// written), then the channel tags. Returns the signature made, if any.
+pub async fn write_signed(
+    repo: &Repo,
+    manifest: &[u8],
+    blobs: Vec<Vec<u8>>,
+    key: Option<&PrivateKey>,
+    history: Option<&str>,
+    channels: &[&str],
+) -> Result<Option<SignatureInfo>, ChannelError> {
+    let digest = sha256_digest(manifest);
+    if let Some(h) = history {
+        check_history_free(repo, h, &digest).await?;
+    }
+    for blob in blobs {
+        repo.put_blob(&sha256_digest(&blob), blob).await?;
+    }
+    repo.put_manifest(manifest.to_vec(), media::OCI_MANIFEST, None).await?;
+    let signature = match key {
+        Some(k) => Some(sign(repo, &digest, k).await?),
+        None => None,
+    };
+    let tags: Vec<&str> = history.into_iter().chain(channels.iter().copied()).collect();
+    tag(repo, manifest, &tags).await?;
+    Ok(signature)
+}
+
+/// [`write_signed`] for a bundle: its config and layer, then its manifest.
+pub async fn write_bundle(
+    repo: &Repo,
+    bundle: &Bundle,
+    key: Option<&PrivateKey>,
+    history: Option<&str>,
+    channels: &[&str],
+) -> Result<Option<SignatureInfo>, ChannelError> {
+    write_signed(repo, &bundle.manifest, vec![bundle.config.clone(), bundle.layer.clone()], key, history, channels).await
+}
