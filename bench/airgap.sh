@@ -33,9 +33,9 @@ done
 echo
 /usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" export "${REFS[@]}" --out "$WORK/all.tar" --plain-http >/dev/null
 read -r es ek <"$WORK/t"
-/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --key "$WORK/k/drover.pub" --plain-http >"$WORK/imp.json"
+/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --trust-key "$WORK/k/drover.pub" --plain-http >"$WORK/imp.json"
 read -r is ik <"$WORK/t"
-/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --key "$WORK/k/drover.pub" --plain-http >/dev/null
+/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --trust-key "$WORK/k/drover.pub" --plain-http >/dev/null
 read -r i2s i2k <"$WORK/t"
 echo "export $N bundles:            ${es} s, peak RSS $((ek / 1024)) MiB, archive $(( $(stat -c %s "$WORK/all.tar") / 1024 )) KiB"
 echo "import $N bundles (verified): ${is} s, peak RSS $((ik / 1024)) MiB, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["manifests"]))' "$WORK/imp.json") manifests"
@@ -52,6 +52,6 @@ for i in range(54):
 PY
 "$DROVER" push "$WORK/big" "$SRC/fleet/big:prod" --plain-http --sequence 1 --key "$WORK/k/drover.key" >/dev/null
 "$DROVER" export "$SRC/fleet/big:prod" --out "$WORK/big.tar" --plain-http >/dev/null
-/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" import "$WORK/big.tar" --to "$DST2/mirror" --key "$WORK/k/drover.pub" --plain-http >/dev/null
+/usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" import "$WORK/big.tar" --to "$DST2/mirror" --trust-key "$WORK/k/drover.pub" --plain-http >/dev/null
 read -r bs bk <"$WORK/t"
 echo "import one $(( $(stat -c %s "$WORK/big.tar") / 1048576 )) MiB bundle: ${bs} s, peak RSS $((bk / 1024)) MiB"

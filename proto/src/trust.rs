@@ -364,23 +364,3 @@ pub async fn append_signature_layers(
     let d = repo.put_manifest(manifest, media::OCI_MANIFEST, Some(&tag)).await?;
     Ok((d, added, total))
 }
-
-/// Copies the signature layers of `digest` from `src` into `dst` (merged with any
-/// signatures already there). Every blob read is digest-checked. Returns layers added.
-pub async fn copy_signatures(src: &Repo, dst: &Repo, digest: &str) -> Result<usize, TrustError> {
-    let tag = signature_tag(digest);
-    let reference = src.describe(&tag);
-    let bytes = match src.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
-        Ok((b, _)) => b,
-        Err(StoreError::NotFound(_)) => return Err(TrustError::Unsigned { digest: digest.into(), reference }),
-        Err(e) => return Err(e.into()),
-    };
-    let manifest = sigmanifest::parse(&bytes).map_err(|reason| TrustError::Tampered { reference: reference.clone(), reason })?;
-    let mut layers = Vec::with_capacity(manifest.layers.len());
-    for layer in manifest.layers {
-        let data = src.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await?;
-        layers.push((layer, data));
-    }
-    let (_, added, _) = append_signature_layers(dst, digest, layers).await?;
-    Ok(added)
-}
