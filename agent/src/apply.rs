@@ -1,7 +1,7 @@
 //! Stage 6, apply: hands the planned groups to the target; one outcome per object.
 
 use crate::pipeline::StageError;
-use crate::target::{ApplyReport, ApplyRequest, Target};
+use crate::targets::{ApplyReport, ApplyRequest, Target};
 
 /// Applies `req`. A report with failures is still `Ok` (the outcomes are recorded);
 /// `Err` means the target could not be used at all.

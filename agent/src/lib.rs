@@ -1,6 +1,6 @@
 //! drover-agent: the cluster side of drover. One poll runs the pipeline
 //! `resolve -> fetch -> verify -> unpack -> plan -> apply -> wait -> prune -> record`
-//! (one module per stage, wired in [`pipeline`]) against a [`target::Target`];
+//! (one module per stage, wired in [`pipeline`]) against a [`targets::Target`];
 //! [`run`] loops it, [`serve`] exposes it over HTTP, [`query`] reads it back.
 
 pub mod apply;
@@ -19,7 +19,7 @@ pub mod resolve;
 pub mod run;
 pub mod serve;
 pub mod status;
-pub mod target;
+pub mod targets;
 pub mod unpack;
 pub mod verify;
 pub mod wait;

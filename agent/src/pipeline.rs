@@ -14,7 +14,7 @@ use crate::plan::Policy;
 use crate::record::{now_rfc3339, Attempt, AttemptResult, AttemptSummary, SourceState, Store};
 use crate::resolve::Source;
 use crate::status::Status;
-use crate::target::{Action, Health, ObjectOutcome, Target};
+use crate::targets::{Action, Health, ObjectOutcome, Target};
 use crate::verify::{Expectations, Trust};
 use crate::{apply, fetch, plan, prune, resolve, unpack, verify, wait};
 
@@ -247,7 +247,7 @@ impl Pipeline {
     /// apply -> wait -> prune -> record.
     async fn change(
         &mut self,
-        req: crate::target::ApplyRequest,
+        req: crate::targets::ApplyRequest,
         state: SourceState,
         mut at: Attempted,
         allow_mass_prune: bool,

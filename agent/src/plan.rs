@@ -8,7 +8,7 @@ use std::sync::Arc;
 use drover_proto::object::ObjectRef;
 
 use crate::pipeline::StageError;
-use crate::target::{ApplyRequest, OrderGroup, PlannedObject, Stage};
+use crate::targets::{ApplyRequest, OrderGroup, PlannedObject, Stage};
 use crate::unpack::Unpacked;
 
 /// What bundles may contain.

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use drover_proto::object::ObjectRef;
 
 use crate::pipeline::StageError;
-use crate::target::{ApplyRequest, PruneReport, PruneRequest, Target};
+use crate::targets::{ApplyRequest, PruneReport, PruneRequest, Target};
 
 /// What the prune stage will do.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::path::Path;
 use drover_proto::object::ObjectRef;
 use serde::{Deserialize, Serialize};
 
-use crate::target::{Health, ObjectOutcome};
+use crate::targets::{Health, ObjectOutcome};
 
 /// Attempts kept in the history.
 pub const HISTORY_CAP: usize = 100;

@@ -19,15 +19,15 @@ use crate::plan::Policy;
 use crate::record::{AttemptResult, Store};
 use crate::resolve::Source;
 use crate::status::Status;
-use crate::target::Target;
+use crate::targets::Target;
 use crate::verify::{Expectations, Trust};
 
 /// Opens the configured target.
 pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
     match &settings.target {
-        TargetSpec::Dir(p) => Ok(Arc::new(crate::target::dir::DirTarget::open(p).with_context(|| format!("target dir:{}", p.display()))?)),
+        TargetSpec::Dir(p) => Ok(Arc::new(crate::targets::dir::DirTarget::open(p).with_context(|| format!("target dir:{}", p.display()))?)),
         TargetSpec::Kube => {
-            use crate::target::kube::{KubeOptions, KubeTarget};
+            use crate::targets::kube::{KubeOptions, KubeTarget};
             let opts = KubeOptions { force: !settings.no_force, concurrency: settings.apply_concurrency, ..KubeOptions::default() };
             Ok(Arc::new(KubeTarget::connect(opts).await.context("target kube")?))
         }

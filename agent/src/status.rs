@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::record::{AttemptSummary, SourceState};
-use crate::target::Health;
+use crate::targets::Health;
 
 /// What `status` reports. Field names are part of the interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 //! Where desired state lands: the [`Target`] trait every target implements (`dir:` here,
-//! `kube` in `target/kube`), and the typed values the pipeline exchanges with it.
+//! `kube` in `targets/kube`), and the typed values the pipeline exchanges with it.
 //!
 //! Modelled on fluxcd/pkg `ssa`: the pipeline hands a target a [`ApplyRequest`] with the
 //! objects already checked and sorted into [`OrderGroup`]s (plan stage); the target

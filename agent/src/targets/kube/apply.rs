@@ -25,7 +25,7 @@ use super::discovery::{ResolveError, Resolved};
 use super::retry::with_retry;
 use super::wait::{check_object, Check};
 use super::KubeTarget;
-use crate::target::{Action, ApplyReport, ApplyRequest, ObjectOutcome, OrderGroup, PlannedObject};
+use crate::targets::{Action, ApplyReport, ApplyRequest, ObjectOutcome, OrderGroup, PlannedObject};
 
 /// Metadata the API server owns: never sent in an apply body.
 const SERVER_FIELDS: &[&str] = &["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp"];

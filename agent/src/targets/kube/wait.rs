@@ -19,7 +19,7 @@ use futures::stream::{self, StreamExt};
 use serde_json::Value;
 
 use super::KubeTarget;
-use crate::target::{ApplyRequest, Health, HealthReport, ObjectHealth, PlannedObject};
+use crate::targets::{ApplyRequest, Health, HealthReport, ObjectHealth, PlannedObject};
 
 /// The health of one object at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]

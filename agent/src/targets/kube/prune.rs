@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::discovery::ResolveError;
 use super::retry::with_retry;
 use super::KubeTarget;
-use crate::target::{Action, ObjectOutcome, PruneReport, PruneRequest};
+use crate::targets::{Action, ObjectOutcome, PruneReport, PruneRequest};
 
 fn phase(o: &ObjectRef) -> u8 {
     match (o.group(), o.kind.as_str()) {
