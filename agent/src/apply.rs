@@ -1,6 +1,6 @@
 //! Stage 6, apply: hands the planned groups to the target; one outcome per object.
 
-use crate::pipeline::StageError;
+use crate::stage::StageError;
 use crate::targets::{ApplyReport, ApplyRequest, Target};
 
 /// Applies `req`. A report with failures is still `Ok` (the outcomes are recorded);

@@ -7,7 +7,7 @@ use drover_proto::digest::verify_digest;
 use drover_proto::manifest::Manifest;
 use drover_proto::{FetchLimits, FetchedBundle, StoreError};
 
-use crate::pipeline::StageError;
+use crate::stage::StageError;
 use crate::record::{CachedBundle, Store};
 use crate::resolve::Source;
 

@@ -1,6 +1,7 @@
 //! drover-agent: the cluster side of drover. One poll runs the pipeline
 //! `resolve -> fetch -> verify -> unpack -> plan -> apply -> wait -> prune -> record`
-//! (one module per stage, wired in [`pipeline`]) against a [`targets::Target`];
+//! (one module per stage, each returning a [`stage::StageError`] when it stops; wired in
+//! [`pipeline`]) against a [`targets::Target`];
 //! [`run`] loops it, [`serve`] exposes it over HTTP, [`query`] reads it back.
 
 pub mod apply;
@@ -18,6 +19,8 @@ pub mod record;
 pub mod resolve;
 pub mod run;
 pub mod serve;
+pub mod shared;
+pub mod stage;
 pub mod status;
 pub mod targets;
 pub mod unpack;

@@ -4,7 +4,7 @@
 //! decides what is recorded.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use drover_proto::object::ObjectRef;
@@ -15,52 +15,10 @@ use crate::record::{now_rfc3339, Attempt, AttemptResult, AttemptSummary, SourceS
 use crate::resolve::Source;
 use crate::status::Status;
 use crate::targets::{Action, Health, ObjectOutcome, Target};
+use crate::shared::Shared;
+use crate::stage::StageError;
 use crate::verify::{Expectations, Trust};
 use crate::{apply, fetch, plan, prune, resolve, unpack, verify, wait};
-
-/// Why a stage stopped the pipeline.
-#[derive(Debug, Clone)]
-pub enum StageError {
-    /// The source could not be reached (retried with backoff; what is applied stays).
-    Unreachable(String),
-    /// The bundle was refused; `reason` is the metric label.
-    Rejected {
-        /// Short reason label (`unsigned`, `signature`, `rollback`, `content`, ...).
-        reason: &'static str,
-        /// Full message.
-        message: String,
-    },
-    /// Something failed locally (target, database).
-    Failed(String),
-}
-
-impl std::fmt::Display for StageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.message())
-    }
-}
-
-impl StageError {
-    /// The message.
-    pub fn message(&self) -> &str {
-        match self {
-            StageError::Unreachable(m) | StageError::Failed(m) => m,
-            StageError::Rejected { message, .. } => message,
-        }
-    }
-}
-
-/// State shared between the pipeline and the HTTP server.
-pub struct Shared {
-    /// Current status.
-    pub status: Mutex<Status>,
-    /// Readiness.
-    pub ready: AtomicBool,
-    /// Metrics.
-    pub metrics: Metrics,
-    /// The database.
-    pub store: Arc<Store>,
-}
 
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

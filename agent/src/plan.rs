@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use drover_proto::object::ObjectRef;
 
-use crate::pipeline::StageError;
+use crate::stage::StageError;
 use crate::targets::{ApplyRequest, OrderGroup, PlannedObject, Stage};
 use crate::unpack::Unpacked;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use drover_proto::object::ObjectRef;
 
-use crate::pipeline::StageError;
+use crate::stage::StageError;
 use crate::targets::{ApplyRequest, PruneReport, PruneRequest, Target};
 
 /// What the prune stage will do.

@@ -3,7 +3,7 @@
 
 use drover_proto::{Reference, RegistryClient, Repo, StoreError};
 
-use crate::pipeline::StageError;
+use crate::stage::StageError;
 
 /// The polled source: where it lives and the tag or digest to look up.
 pub struct Source {

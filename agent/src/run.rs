@@ -14,7 +14,8 @@ use rand::Rng;
 
 use crate::config::{Settings, TargetSpec};
 use crate::metrics::Metrics;
-use crate::pipeline::{Pipeline, Shared};
+use crate::pipeline::Pipeline;
+use crate::shared::Shared;
 use crate::plan::Policy;
 use crate::record::{AttemptResult, Store};
 use crate::resolve::Source;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
-use crate::pipeline::Shared;
+use crate::shared::Shared;
 
 /// The router.
 pub fn router(shared: Arc<Shared>) -> Router {

@@ -6,7 +6,7 @@ use drover_proto::archive::UnpackLimits;
 use drover_proto::bundle::{open_content_with, BundleObject};
 use drover_proto::config::BundleConfig;
 
-use crate::pipeline::StageError;
+use crate::stage::StageError;
 use crate::verify::Verified;
 
 /// The verified, unpacked bundle.

@@ -7,7 +7,7 @@ use drover_proto::channel::{ChannelError, Position};
 use drover_proto::trust::{self, TrustError, TrustPolicy};
 use drover_proto::{FetchedBundle, Repo};
 
-use crate::pipeline::StageError;
+use crate::stage::StageError;
 use crate::record::SourceState;
 
 /// What the bundle must match besides its signatures.

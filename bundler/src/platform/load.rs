@@ -11,7 +11,8 @@ use super::model::{
     ClusterTypeDoc, EnvironmentDoc, FleetDoc, OverrideDoc, WorkloadDoc, API_VERSION,
 };
 use super::selector::LabelSelector;
-use super::PlatformError;
+use super::template::{self, template_error};
+use super::error::PlatformError;
 
 /// The name no cluster type may have: the repository of release records.
 pub const RESERVED_CLUSTER_TYPE: &str = "drover-releases";
@@ -211,31 +212,6 @@ fn is_rendered(rel: &str) -> bool {
     (base.ends_with(".yaml") || base.ends_with(".yml")) && !base.starts_with('_')
 }
 
-/// Describes a MiniJinja error as `FILE:LINE: what` (plus the offending source line).
-/// Template names are paths relative to the platform root (stable for `include`);
-/// messages show them joined to `root`.
-pub fn template_error(e: &minijinja::Error, root: &Path) -> String {
-    let mut s = match (e.name(), e.line()) {
-        (Some(n), Some(l)) => format!("{}:{l}: {}", root.join(n).display(), e.kind()),
-        (Some(n), None) => format!("{}: {}", root.join(n).display(), e.kind()),
-        _ => e.kind().to_string(),
-    };
-    if let Some(d) = e.detail() {
-        s.push_str(&format!(": {d}"));
-    }
-    if let (Some(src), Some(l)) = (e.template_source(), e.line()) {
-        if let Some(line) = src.lines().nth(l.saturating_sub(1)) {
-            s.push_str(&format!("\n  {l} | {}", line.trim_end()));
-        }
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(inner) = source {
-        s.push_str(&format!(": {inner}"));
-        source = inner.source();
-    }
-    s
-}
-
 impl Platform {
     /// Loads and validates the platform definition in `root`.
     pub fn load(root: &Path) -> Result<Platform, PlatformError> {
@@ -256,18 +232,7 @@ impl Platform {
             }
         }
 
-        let mut env = minijinja::Environment::new();
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        let syntax = minijinja::syntax::SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .keep_trailing_newline(true)
-            .build()
-            .map_err(|e| err(&fleet_path, e.to_string()))?;
-        env.set_syntax(syntax);
-        // Plain text output (Helm-like); `| tojson` quotes a value safely.
-        env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
-        super::render::add_filters(&mut env);
+        let mut env = template::environment().map_err(|e| err(&fleet_path, e.to_string()))?;
 
         // Cluster types.
         let mut cluster_types = BTreeMap::new();

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use drover_proto::object::ObjectRef;
 use serde_json::json;
 
-use super::load::{template_error, ClusterType, Platform};
-use super::PlatformError;
+use super::load::{ClusterType, Platform};
+use super::template::template_error;
+use super::error::PlatformError;
 use crate::input::Collector;
 
 /// The rendered objects of one cluster type.
@@ -22,16 +23,6 @@ pub struct RenderedType {
     pub objects: BTreeMap<ObjectRef, Vec<u8>>,
     /// Non-fatal findings.
     pub warnings: Vec<String>,
-}
-
-/// Registers drover's extra template filters: `toyaml` (a value as block YAML, no
-/// trailing newline; combine with `indent`).
-pub fn add_filters(env: &mut minijinja::Environment<'static>) {
-    env.add_filter("toyaml", |v: minijinja::Value| -> Result<String, minijinja::Error> {
-        let s = serde_yaml_ng::to_string(&v)
-            .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, format!("toyaml: {e}")))?;
-        Ok(s.trim_end_matches('\n').to_string())
-    });
 }
 
 /// Maps `f` over `items` on up to `available_parallelism` threads, keeping order.

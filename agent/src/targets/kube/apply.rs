@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use super::discovery::{ResolveError, Resolved};
 use super::retry::with_retry;
 use super::wait::{check_object, Check};
-use super::KubeTarget;
+use super::cluster::KubeTarget;
 use crate::targets::{Action, ApplyReport, ApplyRequest, ObjectOutcome, OrderGroup, PlannedObject};
 
 /// Metadata the API server owns: never sent in an apply body.

@@ -2,11 +2,12 @@
 //! `KUBECONFIG`), in order groups with bounded concurrency, then a bounded health wait and
 //! an ownership-checked prune. Decisions are written down in `docs/kubernetes.md`.
 //!
-//! Data flow inside the target: `discovery` (kind → resource) → `apply` (SSA, change
-//! detection, CRDs Established) → `wait` (health rules) → `prune` (ownership, phases);
-//! `retry` classifies API errors and retries transient ones.
+//! Data flow inside the target: `cluster` (client, options, probe) → `discovery` (kind →
+//! resource) → `apply` (SSA, change detection, CRDs Established) → `wait` (health rules)
+//! → `prune` (ownership, phases); `retry` classifies API errors and retries transient ones.
 
 pub mod apply;
+pub mod cluster;
 pub mod discovery;
 pub mod prune;
 pub mod retry;
@@ -14,97 +15,8 @@ pub mod wait;
 
 use std::time::Duration;
 
-use drover_proto::object::ObjectRef;
-use kube::{Client, Config};
-use serde_json::Value;
-
-use self::discovery::{ResolveError, Resolver};
-use self::retry::{with_retry, RetryPolicy};
+pub use self::cluster::{KubeOptions, KubeTarget};
 use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, PruneReport, PruneRequest, Target, TargetError};
-
-/// Settings of the kube target.
-#[derive(Debug, Clone)]
-pub struct KubeOptions {
-    /// Take over fields owned by other managers (`force=true`); `--no-force` clears it.
-    pub force: bool,
-    /// Objects applied (and health-checked, pruned) at once inside an order group.
-    pub concurrency: usize,
-    /// How long to wait for applied CRDs to be Established before the next group.
-    pub crd_timeout: Duration,
-    /// Retries of transient API errors.
-    pub retry: RetryPolicy,
-}
-
-impl Default for KubeOptions {
-    fn default() -> Self {
-        KubeOptions { force: true, concurrency: 8, crd_timeout: Duration::from_secs(60), retry: RetryPolicy::default() }
-    }
-}
-
-/// The Kubernetes target.
-pub struct KubeTarget {
-    client: Client,
-    cluster: String,
-    opts: KubeOptions,
-    resolver: Resolver,
-}
-
-impl KubeTarget {
-    /// Connects with the in-cluster config or `KUBECONFIG` (as `kubectl` does). Does not
-    /// talk to the server yet.
-    pub async fn connect(opts: KubeOptions) -> Result<Self, TargetError> {
-        let config = Config::infer().await.map_err(|e| {
-            TargetError::Unavailable(format!("no Kubernetes configuration: {e} (run in a pod with a service account, or set KUBECONFIG)"))
-        })?;
-        Self::from_config(config, opts)
-    }
-
-    /// Builds the target from an explicit client configuration.
-    pub fn from_config(config: Config, opts: KubeOptions) -> Result<Self, TargetError> {
-        let cluster = config.cluster_url.to_string();
-        // kube picks the aws-lc-rs rustls provider itself when none is installed.
-        let client = Client::try_from(config).map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")))?;
-        Ok(KubeTarget { client: client.clone(), cluster, resolver: Resolver::new(client, opts.retry), opts })
-    }
-
-    /// The client (shared with leader election).
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The API server URL.
-    pub fn cluster_url(&self) -> &str {
-        &self.cluster
-    }
-
-    /// The options in use.
-    pub fn options(&self) -> &KubeOptions {
-        &self.opts
-    }
-
-    /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API
-    /// server cannot be reached, before anything is attempted.
-    async fn probe(&self) -> Result<(), TargetError> {
-        with_retry(&self.opts.retry, || self.client.list_core_api_versions())
-            .await
-            .map(|_| ())
-            .map_err(|f| TargetError::Unavailable(format!("Kubernetes API at {}: {f}", self.cluster)))
-    }
-
-    /// The live object as JSON; `Ok(None)` when it (or its kind) does not exist.
-    async fn get_value(&self, id: &ObjectRef) -> Result<Option<Value>, String> {
-        let res = match self.resolver.resolve(&id.api_version, &id.kind).await {
-            Ok(r) => r,
-            Err(ResolveError::Unknown(_)) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
-        };
-        let api = res.api(&self.client, id.namespace.as_deref());
-        match with_retry(&self.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null))),
-            Err(f) => Err(f.message),
-        }
-    }
-}
 
 impl Target for KubeTarget {
     fn describe(&self) -> String {

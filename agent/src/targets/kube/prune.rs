@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::discovery::ResolveError;
 use super::retry::with_retry;
-use super::KubeTarget;
+use super::cluster::KubeTarget;
 use crate::targets::{Action, ObjectOutcome, PruneReport, PruneRequest};
 
 fn phase(o: &ObjectRef) -> u8 {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use serde_json::Value;
 
-use super::KubeTarget;
+use super::cluster::KubeTarget;
 use crate::targets::{ApplyRequest, Health, HealthReport, ObjectHealth, PlannedObject};
 
 /// The health of one object at one moment.

@@ -1,0 +1,20 @@
+//! State the pipeline writes and the HTTP server reads.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use crate::metrics::Metrics;
+use crate::record::Store;
+use crate::status::Status;
+
+/// State shared between the pipeline and the HTTP server.
+pub struct Shared {
+    /// Current status.
+    pub status: Mutex<Status>,
+    /// Readiness.
+    pub ready: AtomicBool,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// The database.
+    pub store: Arc<Store>,
+}

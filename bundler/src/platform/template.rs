@@ -1,0 +1,58 @@
+//! The template environment: how platform templates are compiled (strict undefined,
+//! Helm-like whitespace, no auto-escaping, drover's filters) and how template errors are
+//! reported. `load` compiles with it, `render` reports with it.
+
+use std::path::Path;
+
+/// A new template environment with drover's settings: undefined values are errors,
+/// `trim_blocks` / `lstrip_blocks` / `keep_trailing_newline`, plain text output
+/// (`| tojson` quotes a value safely) and the extra filters of [`add_filters`].
+pub fn environment() -> Result<minijinja::Environment<'static>, minijinja::Error> {
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    let syntax = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(true)
+        .build()?;
+    env.set_syntax(syntax);
+    // Plain text output (Helm-like); `| tojson` quotes a value safely.
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    add_filters(&mut env);
+    Ok(env)
+}
+
+/// Registers drover's extra template filters: `toyaml` (a value as block YAML, no
+/// trailing newline; combine with `indent`).
+pub fn add_filters(env: &mut minijinja::Environment<'static>) {
+    env.add_filter("toyaml", |v: minijinja::Value| -> Result<String, minijinja::Error> {
+        let s = serde_yaml_ng::to_string(&v)
+            .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, format!("toyaml: {e}")))?;
+        Ok(s.trim_end_matches('\n').to_string())
+    });
+}
+
+/// Describes a MiniJinja error as `FILE:LINE: what` (plus the offending source line).
+/// Template names are paths relative to the platform root (stable for `include`);
+/// messages show them joined to `root`.
+pub fn template_error(e: &minijinja::Error, root: &Path) -> String {
+    let mut s = match (e.name(), e.line()) {
+        (Some(n), Some(l)) => format!("{}:{l}: {}", root.join(n).display(), e.kind()),
+        (Some(n), None) => format!("{}: {}", root.join(n).display(), e.kind()),
+        _ => e.kind().to_string(),
+    };
+    if let Some(d) = e.detail() {
+        s.push_str(&format!(": {d}"));
+    }
+    if let (Some(src), Some(l)) = (e.template_source(), e.line()) {
+        if let Some(line) = src.lines().nth(l.saturating_sub(1)) {
+            s.push_str(&format!("\n  {l} | {}", line.trim_end()));
+        }
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        s.push_str(&format!(": {inner}"));
+        source = inner.source();
+    }
+    s
+}
