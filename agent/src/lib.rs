@@ -11,6 +11,7 @@ pub mod fetch;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
+pub mod order;
 pub mod pipeline;
 pub mod plan;
 pub mod prune;

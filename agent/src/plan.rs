@@ -1,14 +1,16 @@
-//! Stage 5, plan: the policy (allowed namespaces, denied kinds) and the apply order
-//! (DESIGN §5): Namespaces + CRDs, RBAC, ServiceAccounts, ConfigMaps/Secrets, the rest,
-//! webhooks last. The output is the [`ApplyRequest`] a target receives.
+//! Stage 5, plan: the policy (allowed namespaces, denied kinds), then the objects grouped
+//! in apply order ([`crate::order`]: Namespaces + CRDs, RBAC, ServiceAccounts,
+//! ConfigMaps/Secrets, the rest, webhooks last). The output is the [`ApplyRequest`] a
+//! target receives.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use drover_proto::object::ObjectRef;
 
+use crate::order::{apply_stage, ApplyStage};
 use crate::stage::StageError;
-use crate::targets::{ApplyRequest, OrderGroup, PlannedObject, Stage};
+use crate::targets::{ApplyRequest, OrderGroup, PlannedObject};
 use crate::unpack::Unpacked;
 
 /// What bundles may contain.
@@ -18,24 +20,6 @@ pub struct Policy {
     pub allowed_namespaces: Vec<String>,
     /// Kinds that are refused.
     pub denied_kinds: Vec<String>,
-}
-
-/// The apply stage of an object.
-pub fn stage_of(id: &ObjectRef) -> Stage {
-    match id.kind.as_str() {
-        "Namespace" | "CustomResourceDefinition" => Stage::Definitions,
-        "MutatingWebhookConfiguration"
-        | "ValidatingWebhookConfiguration"
-        | "ValidatingAdmissionPolicy"
-        | "ValidatingAdmissionPolicyBinding"
-        | "MutatingAdmissionPolicy"
-        | "MutatingAdmissionPolicyBinding" => Stage::Webhooks,
-        "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => Stage::ClusterRbac,
-        "ServiceAccount" => Stage::ServiceAccounts,
-        "ConfigMap" | "Secret" => Stage::Config,
-        _ if id.namespace.is_none() => Stage::ClusterRbac,
-        _ => Stage::Workloads,
-    }
 }
 
 /// Checks one object against the policy.
@@ -60,11 +44,11 @@ pub fn check(policy: &Policy, id: &ObjectRef) -> Result<(), String> {
 
 /// Checks the policy and orders the objects.
 pub fn plan(u: Unpacked, policy: &Policy, source: &str, field_manager: &str) -> Result<ApplyRequest, StageError> {
-    let mut groups: BTreeMap<Stage, Vec<PlannedObject>> = BTreeMap::new();
+    let mut groups: BTreeMap<ApplyStage, Vec<PlannedObject>> = BTreeMap::new();
     for o in u.objects {
         check(policy, &o.id).map_err(|m| StageError::Rejected { reason: "policy", message: format!("{}: {m}", u.digest) })?;
         let po = PlannedObject { id: o.id, path: o.path, yaml: Arc::new(o.yaml), value: Arc::new(o.value) };
-        groups.entry(stage_of(&po.id)).or_default().push(po);
+        groups.entry(apply_stage(&po.id)).or_default().push(po);
     }
     Ok(ApplyRequest {
         source: source.to_string(),
@@ -84,11 +68,7 @@ mod tests {
     }
 
     #[test]
-    fn order_and_policy() {
-        assert_eq!(stage_of(&id("Namespace", None)), Stage::Definitions);
-        assert_eq!(stage_of(&id("ValidatingWebhookConfiguration", None)), Stage::Webhooks);
-        assert_eq!(stage_of(&id("Deployment", Some("a"))), Stage::Workloads);
-        assert!(Stage::Definitions < Stage::Webhooks);
+    fn policy() {
         let p = Policy { allowed_namespaces: vec!["a".into()], denied_kinds: vec!["ClusterRoleBinding".into()] };
         assert!(check(&p, &id("ConfigMap", Some("a"))).is_ok());
         assert!(check(&p, &id("ConfigMap", Some("b"))).is_err());

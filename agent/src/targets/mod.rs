@@ -34,6 +34,8 @@ use std::time::Duration;
 use drover_proto::object::ObjectRef;
 use serde::{Deserialize, Serialize};
 
+use crate::order::ApplyStage;
+
 pub mod dir;
 pub mod kube;
 
@@ -41,30 +43,6 @@ pub mod kube;
 /// agent drives the pipeline on a current-thread runtime (implementations may still
 /// return `Send` futures).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
-
-/// Apply order (DESIGN §5, plan stage). Groups are applied in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Stage {
-    /// Namespaces and CustomResourceDefinitions (wait for CRDs to be Established after).
-    Definitions,
-    /// RBAC (ClusterRole/Binding, Role/Binding) and other cluster-scoped objects.
-    ClusterRbac,
-    /// ServiceAccounts.
-    ServiceAccounts,
-    /// ConfigMaps and Secrets.
-    Config,
-    /// Every other object (workloads, services, namespaced RBAC, custom resources).
-    Workloads,
-    /// Admission webhooks and policies, last so they never block the rest.
-    Webhooks,
-}
-
-impl Stage {
-    /// All stages in apply order.
-    pub const ALL: [Stage; 6] =
-        [Stage::Definitions, Stage::ClusterRbac, Stage::ServiceAccounts, Stage::Config, Stage::Workloads, Stage::Webhooks];
-}
 
 /// One verified, policy-checked object ready to apply.
 #[derive(Debug, Clone)]
@@ -83,8 +61,8 @@ pub struct PlannedObject {
 /// The objects of one apply stage, in a stable order.
 #[derive(Debug, Clone)]
 pub struct OrderGroup {
-    /// The stage.
-    pub stage: Stage,
+    /// The apply stage.
+    pub stage: ApplyStage,
     /// Its objects.
     pub objects: Vec<PlannedObject>,
 }

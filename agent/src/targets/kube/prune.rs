@@ -7,8 +7,9 @@
 //! - otherwise deleted with background propagation and a UID precondition (an object
 //!   re-created meanwhile is not touched).
 //!
-//! Custom resources and other objects go first, then CustomResourceDefinitions, then
-//! Namespaces (deleting those takes everything inside with them).
+//! In delete order ([`crate::order::DeletePhase`]): custom resources and other objects
+//! first, then CustomResourceDefinitions, then Namespaces (deleting those takes everything
+//! inside with them).
 
 use drover_proto::media;
 use drover_proto::object::ObjectRef;
@@ -19,21 +20,14 @@ use serde_json::Value;
 use super::discovery::ResolveError;
 use super::retry::with_retry;
 use super::cluster::KubeTarget;
+use crate::order::{delete_phase, DeletePhase};
 use crate::targets::{Action, ObjectOutcome, PruneReport, PruneRequest};
-
-fn phase(o: &ObjectRef) -> u8 {
-    match (o.group(), o.kind.as_str()) {
-        ("", "Namespace") => 2,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
-        _ => 0,
-    }
-}
 
 /// Deletes the requested objects, in phases.
 pub(super) async fn prune(t: &KubeTarget, req: &PruneRequest) -> PruneReport {
     let mut outcomes = Vec::new();
-    for p in 0..=2u8 {
-        let futs: Vec<_> = req.delete.iter().filter(|o| phase(o) == p).map(|o| prune_one(t, o, &req.source)).collect();
+    for p in DeletePhase::ALL {
+        let futs: Vec<_> = req.delete.iter().filter(|o| delete_phase(o) == p).map(|o| prune_one(t, o, &req.source)).collect();
         let done: Vec<ObjectOutcome> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
         outcomes.extend(done);
     }
