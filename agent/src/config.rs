@@ -1,12 +1,15 @@
-//! Agent settings: the `--config` YAML file and the `run` flags, merged (flags win) into
-//! one validated [`Settings`].
+//! Agent settings: one definition ([`ConfigLayer`]) serves the `--config` YAML file, the
+//! `run` flags and their `DROVER_*` environment variables; the layers are merged (flags
+//! and environment win over the file) and validated into one [`Settings`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use drover_proto::Reference;
-use serde::Deserialize;
+use clap::builder::BoolishValueParser;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// Why settings are unusable.
 #[derive(Debug, thiserror::Error)]
@@ -39,72 +42,110 @@ pub enum ConfigError {
     },
 }
 
-/// The settings as written in the YAML file; every field is also a `run` flag.
-/// Field names are camelCase; unknown fields are errors.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// One layer of settings, defined once for all three ways to give them: the `--config`
+/// YAML file (camelCase fields, unknown fields are errors), the `run` flags and their
+/// `DROVER_*` environment variables (clap: a flag wins over its variable). Every field is
+/// optional; [`ConfigLayer::over`] merges two layers field by field and
+/// [`Settings::validate`] checks the result. Lists take comma-separated values from the
+/// environment.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FileConfig {
-    /// `--source`.
+pub struct ConfigLayer {
+    /// Bundle reference to poll: HOST/REPO:TAG, oci:DIR:REF or oci-archive:FILE:REF.
+    #[arg(long, env = "DROVER_SOURCE")]
     pub source: Option<String>,
-    /// `--plain-http`.
+    /// Talk plain HTTP to the registry.
+    #[arg(long, env = "DROVER_PLAIN_HTTP", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub plain_http: Option<bool>,
-    /// `--ca-file`.
+    /// Extra CA certificate (PEM) for the registry.
+    #[arg(long, env = "DROVER_CA_FILE")]
     pub ca_file: Option<PathBuf>,
-    /// `--trust-key` (list).
+    /// Trusted public key (PEM); repeat for several keys (rotation, two-party release).
+    #[arg(long = "trust-key", value_name = "TRUST_KEY", env = "DROVER_TRUST_KEY", value_delimiter = ',')]
     pub trust_keys: Option<Vec<PathBuf>>,
-    /// `--threshold`.
+    /// Distinct trusted keys that must have signed (default 1).
+    #[arg(long, env = "DROVER_THRESHOLD")]
     pub threshold: Option<usize>,
-    /// `--insecure-skip-verify`.
+    /// Apply bundles WITHOUT checking signatures. Only for trying drover out.
+    #[arg(long, env = "DROVER_INSECURE_SKIP_VERIFY", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub insecure_skip_verify: Option<bool>,
-    /// `--expect-cluster-type`.
+    /// Refuse bundles whose signed config has another clusterType.
+    #[arg(long, env = "DROVER_EXPECT_CLUSTER_TYPE")]
     pub expect_cluster_type: Option<String>,
-    /// `--expect-environment`.
+    /// Refuse bundles whose signed config has another environment.
+    #[arg(long, env = "DROVER_EXPECT_ENVIRONMENT")]
     pub expect_environment: Option<String>,
-    /// `--target`.
+    /// Where to apply: kube or dir:PATH.
+    #[arg(long, env = "DROVER_TARGET")]
     pub target: Option<String>,
-    /// `--state-dir`.
+    /// Directory of the agent's database.
+    #[arg(long, env = "DROVER_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
-    /// `--interval` (humantime, e.g. `30s`).
+    /// Poll interval (jittered), e.g. 30s.
+    #[arg(long, env = "DROVER_INTERVAL")]
     pub interval: Option<String>,
-    /// `--resync`.
+    /// Re-apply an unchanged bundle this often (drift correction), e.g. 10m.
+    #[arg(long, env = "DROVER_RESYNC")]
     pub resync: Option<String>,
-    /// `--field-manager`.
+    /// Server-side apply field manager.
+    #[arg(long, env = "DROVER_FIELD_MANAGER")]
     pub field_manager: Option<String>,
-    /// `--max-prune-ratio`.
+    /// Refuse to prune more than this fraction of the inventory (unless the bundle opts in).
+    #[arg(long, env = "DROVER_MAX_PRUNE_RATIO")]
     pub max_prune_ratio: Option<f64>,
-    /// `--listen`.
+    /// Address of the HTTP server (/healthz /readyz /status /metrics).
+    #[arg(long, env = "DROVER_LISTEN")]
     pub listen: Option<String>,
-    /// `--log-format`.
+    /// Log format: text or json.
+    #[arg(long, env = "DROVER_LOG_FORMAT")]
     pub log_format: Option<String>,
-    /// `--allow-namespace` (list; empty = all).
+    /// Allowed namespace for namespaced objects; repeatable (default: all).
+    #[arg(long = "allow-namespace", value_name = "ALLOW_NAMESPACE", env = "DROVER_ALLOW_NAMESPACE", value_delimiter = ',')]
     pub allowed_namespaces: Option<Vec<String>>,
-    /// `--deny-kind` (list).
+    /// Kind that bundles may not contain; repeatable.
+    #[arg(long = "deny-kind", value_name = "DENY_KIND", env = "DROVER_DENY_KIND", value_delimiter = ',')]
     pub denied_kinds: Option<Vec<String>>,
-    /// `--health-timeout`.
+    /// Bound of the health wait after an apply, e.g. 2m.
+    #[arg(long, env = "DROVER_HEALTH_TIMEOUT")]
     pub health_timeout: Option<String>,
-    /// `--no-force` (kube target: do not take over fields of other managers).
+    /// kube target: do not force-take fields owned by other managers.
+    #[arg(long, env = "DROVER_NO_FORCE", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub no_force: Option<bool>,
-    /// `--apply-concurrency` (kube target: objects applied at once inside an order group).
+    /// kube target: objects applied at once inside an order group (default 8).
+    #[arg(long, env = "DROVER_APPLY_CONCURRENCY")]
     pub apply_concurrency: Option<usize>,
-    /// `--leader-election` (one agent per cluster polls and applies; a Lease elects it).
+    /// Elect one agent per cluster with a coordination.k8s.io Lease; the others stand by.
+    #[arg(long, env = "DROVER_LEADER_ELECTION", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub leader_election: Option<bool>,
-    /// `--lease-namespace` (default: `POD_NAMESPACE`, else `drover-system`).
+    /// Namespace of the Lease (default: POD_NAMESPACE, else drover-system).
+    #[arg(long, env = "DROVER_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
-    /// `--lease-name` (default `drover-agent`).
+    /// Name of the Lease (default drover-agent).
+    #[arg(long, env = "DROVER_LEASE_NAME")]
     pub lease_name: Option<String>,
-    /// `--lease-duration` (default `15s`).
+    /// Lease duration, e.g. 15s (the leader renews every third of it).
+    #[arg(long, env = "DROVER_LEASE_DURATION")]
     pub lease_duration: Option<String>,
 }
 
-impl FileConfig {
+impl ConfigLayer {
     /// Reads and parses a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::Read { path: path.display().to_string(), message: e.to_string() })?;
         if text.trim().is_empty() {
-            return Ok(FileConfig::default());
+            return Ok(ConfigLayer::default());
         }
         serde_yaml_ng::from_str(&text).map_err(|e| ConfigError::Parse { path: path.display().to_string(), message: e.to_string() })
+    }
+
+    /// This layer over `lower`: every field set here wins, the others come from `lower`.
+    pub fn over(self, lower: ConfigLayer) -> ConfigLayer {
+        let (Ok(Value::Object(upper)), Ok(Value::Object(mut merged))) = (serde_json::to_value(self), serde_json::to_value(lower)) else {
+            unreachable!("a ConfigLayer serializes to a JSON object")
+        };
+        merged.extend(upper.into_iter().filter(|(_, v)| !v.is_null()));
+        serde_json::from_value(Value::Object(merged)).expect("merged layers have the layer's own fields")
     }
 }
 
@@ -207,23 +248,44 @@ fn duration_or_zero(field: &'static str, flag: &'static str, v: Option<String>, 
     }
 }
 
+/// `--leader-election`: the Lease's `(namespace, name, duration)`, when enabled.
+fn lease(
+    enabled: Option<bool>,
+    namespace: Option<String>,
+    name: Option<String>,
+    duration_text: Option<String>,
+) -> Result<Option<(String, String, Duration)>, ConfigError> {
+    if !enabled.unwrap_or(false) {
+        return Ok(None);
+    }
+    let namespace = namespace
+        .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "drover-system".into());
+    let duration = duration("leaseDuration", "lease-duration", duration_text, "15s")?;
+    if duration < Duration::from_secs(2) {
+        return Err(invalid("leaseDuration", "lease-duration", "must be at least 2s (the leader renews every third of it)"));
+    }
+    Ok(Some((namespace, name.unwrap_or_else(|| "drover-agent".into()), duration)))
+}
+
 impl Settings {
-    /// Merges flag values (`flags`, higher precedence) over file values and validates.
-    pub fn merge(flags: FileConfig, file: FileConfig) -> Result<Self, ConfigError> {
-        macro_rules! pick {
-            ($f:ident) => {
-                flags.$f.clone().or(file.$f.clone())
-            };
-        }
-        let source = pick!(source).ok_or_else(|| invalid("source", "source", "required: the bundle reference to poll, e.g. registry.example/fleet/edge:prod"))?;
+    /// Merges the command line layer (flags and environment, higher precedence) over
+    /// the file layer and validates.
+    pub fn merge(flags: ConfigLayer, file: ConfigLayer) -> Result<Self, ConfigError> {
+        Self::validate(flags.over(file))
+    }
+
+    /// Validates one (merged) layer: required settings, ranges, defaults.
+    pub fn validate(c: ConfigLayer) -> Result<Self, ConfigError> {
+        let source = c.source.ok_or_else(|| invalid("source", "source", "required: the bundle reference to poll, e.g. registry.example/fleet/edge:prod"))?;
         let reference = Reference::parse(&source).map_err(|e| invalid("source", "source", e.to_string()))?;
         if let Reference::Registry(r) = &reference {
             if r.lookup().is_none() {
                 return Err(invalid("source", "source", format!("{source} has no tag or digest; add the channel tag, e.g. {source}:prod")));
             }
         }
-        let trust_keys = pick!(trust_keys).unwrap_or_default();
-        let insecure_skip_verify = pick!(insecure_skip_verify).unwrap_or(false);
+        let trust_keys = c.trust_keys.unwrap_or_default();
+        let insecure_skip_verify = c.insecure_skip_verify.unwrap_or(false);
         if trust_keys.is_empty() && !insecure_skip_verify {
             return Err(invalid(
                 "trustKeys",
@@ -231,69 +293,58 @@ impl Settings {
                 "no trusted public key: give --trust-key drover.pub (repeatable); to run without verification pass --insecure-skip-verify (never in production)",
             ));
         }
-        let threshold = pick!(threshold).unwrap_or(1);
+        let threshold = c.threshold.unwrap_or(1);
         if !insecure_skip_verify && (threshold == 0 || threshold > trust_keys.len()) {
             return Err(invalid("threshold", "threshold", format!("must be between 1 and the number of trust keys ({})", trust_keys.len())));
         }
-        let target_text = pick!(target).ok_or_else(|| invalid("target", "target", "required: kube or dir:PATH"))?;
+        let target_text = c.target.ok_or_else(|| invalid("target", "target", "required: kube or dir:PATH"))?;
         let target = TargetSpec::parse(&target_text)
             .ok_or_else(|| invalid("target", "target", format!("{target_text:?} is neither kube nor dir:PATH")))?;
-        let state_dir = pick!(state_dir).ok_or_else(|| invalid("stateDir", "state-dir", "required: a directory for the agent's database"))?;
-        let max_prune_ratio = pick!(max_prune_ratio).unwrap_or(0.5);
+        let state_dir = c.state_dir.ok_or_else(|| invalid("stateDir", "state-dir", "required: a directory for the agent's database"))?;
+        let max_prune_ratio = c.max_prune_ratio.unwrap_or(0.5);
         if !(0.0..=1.0).contains(&max_prune_ratio) {
             return Err(invalid("maxPruneRatio", "max-prune-ratio", format!("{max_prune_ratio} is not between 0 and 1")));
         }
-        let listen_text = pick!(listen).unwrap_or_else(|| "127.0.0.1:9464".into());
+        let listen_text = c.listen.unwrap_or_else(|| "127.0.0.1:9464".into());
         let listen = listen_text
             .parse()
             .map_err(|_| invalid("listen", "listen", format!("{listen_text:?} is not an address like 127.0.0.1:9464")))?;
-        let log_format = match pick!(log_format).as_deref().unwrap_or("text") {
+        let log_format = match c.log_format.as_deref().unwrap_or("text") {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
             other => return Err(invalid("logFormat", "log-format", format!("{other:?} is neither text nor json"))),
         };
-        let field_manager = pick!(field_manager).unwrap_or_else(|| "drover".into());
+        let field_manager = c.field_manager.unwrap_or_else(|| "drover".into());
         if field_manager.is_empty() {
             return Err(invalid("fieldManager", "field-manager", "must not be empty"));
         }
         Ok(Settings {
             source,
             reference,
-            plain_http: pick!(plain_http).unwrap_or(false),
-            ca_file: pick!(ca_file),
+            plain_http: c.plain_http.unwrap_or(false),
+            ca_file: c.ca_file,
             trust_keys,
             threshold,
             insecure_skip_verify,
-            expect_cluster_type: pick!(expect_cluster_type),
-            expect_environment: pick!(expect_environment),
+            expect_cluster_type: c.expect_cluster_type,
+            expect_environment: c.expect_environment,
             target,
             state_dir,
-            interval: duration("interval", "interval", pick!(interval), "30s")?,
-            resync: duration_or_zero("resync", "resync", pick!(resync), "10m")?,
+            interval: duration("interval", "interval", c.interval, "30s")?,
+            resync: duration_or_zero("resync", "resync", c.resync, "10m")?,
             field_manager,
             max_prune_ratio,
             listen,
             log_format,
-            allowed_namespaces: pick!(allowed_namespaces).unwrap_or_default(),
-            denied_kinds: pick!(denied_kinds).unwrap_or_default(),
-            health_timeout: duration("healthTimeout", "health-timeout", pick!(health_timeout), "2m")?,
-            no_force: pick!(no_force).unwrap_or(false),
-            apply_concurrency: match pick!(apply_concurrency).unwrap_or(8) {
+            allowed_namespaces: c.allowed_namespaces.unwrap_or_default(),
+            denied_kinds: c.denied_kinds.unwrap_or_default(),
+            health_timeout: duration("healthTimeout", "health-timeout", c.health_timeout, "2m")?,
+            no_force: c.no_force.unwrap_or(false),
+            apply_concurrency: match c.apply_concurrency.unwrap_or(8) {
                 n @ 1..=64 => n,
                 n => return Err(invalid("applyConcurrency", "apply-concurrency", format!("{n} is not between 1 and 64"))),
             },
-            leader_election: if pick!(leader_election).unwrap_or(false) {
-                let namespace = pick!(lease_namespace)
-                    .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()))
-                    .unwrap_or_else(|| "drover-system".into());
-                let duration = duration("leaseDuration", "lease-duration", pick!(lease_duration), "15s")?;
-                if duration < Duration::from_secs(2) {
-                    return Err(invalid("leaseDuration", "lease-duration", "must be at least 2s (the leader renews every third of it)"));
-                }
-                Some((namespace, pick!(lease_name).unwrap_or_else(|| "drover-agent".into()), duration))
-            } else {
-                None
-            },
+            leader_election: lease(c.leader_election, c.lease_namespace, c.lease_name, c.lease_duration)?,
         })
     }
 }
@@ -304,21 +355,21 @@ mod tests {
 
     #[test]
     fn unknown_field_is_named() {
-        let e = serde_yaml_ng::from_str::<FileConfig>("sourse: x\n").unwrap_err().to_string();
+        let e = serde_yaml_ng::from_str::<ConfigLayer>("sourse: x\n").unwrap_err().to_string();
         assert!(e.contains("sourse"), "{e}");
     }
 
     #[test]
     fn flags_win_and_key_required() {
-        let file = FileConfig {
+        let file = ConfigLayer {
             source: Some("r.example/a:prod".into()),
             target: Some("dir:/tmp/x".into()),
             state_dir: Some("/tmp/s".into()),
             interval: Some("1m".into()),
             ..Default::default()
         };
-        assert!(Settings::merge(FileConfig::default(), file.clone()).is_err());
-        let flags = FileConfig { trust_keys: Some(vec!["k.pub".into()]), interval: Some("5s".into()), ..Default::default() };
+        assert!(Settings::merge(ConfigLayer::default(), file.clone()).is_err());
+        let flags = ConfigLayer { trust_keys: Some(vec!["k.pub".into()]), interval: Some("5s".into()), ..Default::default() };
         let s = Settings::merge(flags, file).unwrap();
         assert_eq!(s.interval, Duration::from_secs(5));
         assert_eq!(s.target, TargetSpec::Dir("/tmp/x".into()));

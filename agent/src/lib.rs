@@ -30,8 +30,8 @@ pub mod wait;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
-use crate::config::{FileConfig, LogFormat, Settings};
+use crate::cli::{Cli, Command, RunArgs};
+use crate::config::{ConfigLayer, LogFormat, Settings};
 
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
@@ -57,13 +57,14 @@ pub fn main_entry() -> i32 {
     let result = rt.block_on(async move {
         match cli.command {
             Command::Run(args) => {
-                let file = match &args.config {
-                    Some(p) => FileConfig::load(p)?,
-                    None => FileConfig::default(),
+                let RunArgs { config, settings, once } = *args;
+                let file = match &config {
+                    Some(p) => ConfigLayer::load(p)?,
+                    None => ConfigLayer::default(),
                 };
-                let settings = Settings::merge(args.as_layer(), file)?;
+                let settings = Settings::merge(settings, file)?;
                 init_logs(settings.log_format);
-                run::run(settings, args.once).await
+                run::run(settings, once).await
             }
             Command::Status(q) => query::status(q).await.map(|_| 0),
             Command::History(q) => query::history(q).await.map(|_| 0),

@@ -147,6 +147,55 @@ fn config_file_flags_and_refusals() {
 }
 
 #[test]
+fn settings_from_the_environment() {
+    let fx = Fx::new();
+    let v1 = vec![cm("app", "a", "1")];
+    let d1 = fx.push(&objs(&v1), 1, Some("k1"), &[]);
+    let keys = format!("{},{}", fx.pubkey("k2"), fx.pubkey("k1"));
+    let target = format!("dir:{}", fx.target().display());
+    let state = fx.state();
+    let listen = format!("127.0.0.1:{}", drover_tests::free_port());
+    let env = |expect_env: &'static str| {
+        vec![
+            ("DROVER_SOURCE", fx.tag_ref.clone()),
+            ("DROVER_PLAIN_HTTP", "true".to_string()),
+            ("DROVER_TRUST_KEY", keys.clone()),
+            ("DROVER_EXPECT_ENVIRONMENT", expect_env.to_string()),
+            ("DROVER_TARGET", target.clone()),
+            ("DROVER_STATE_DIR", state.clone()),
+            ("DROVER_LISTEN", listen.clone()),
+        ]
+    };
+    let run_with = |args: &[&str], env: &[(&str, String)]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run("drover-agent", args, &env)
+    };
+    // The config file expects another environment: the environment variable wins over it.
+    let cfg = fx.p("agent.yaml");
+    std::fs::write(&cfg, "expectEnvironment: dev\nexpectClusterType: edge\n").unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+
+    // A flag wins over its environment variable: the wrong environment is refused.
+    let out = run_with(&["run", "--once", "--config", cfg_s, "--expect-environment", "staging"], &env("prod"));
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("staging"), "{}", out.stderr);
+    assert!(fx.status()["appliedDigest"].is_null());
+
+    // Every setting from DROVER_* variables (two trust keys comma-separated, a boolean):
+    // applied.
+    let out = run_with(&["run", "--once", "--config", cfg_s], &env("prod"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(fx.status()["appliedDigest"], d1.as_str());
+
+    // A bad value from the environment is named like the flag.
+    let mut bad = env("prod");
+    bad.push(("DROVER_APPLY_CONCURRENCY", "0".into()));
+    let out = run_with(&["run", "--once"], &bad);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("--apply-concurrency"), "{}", out.stderr);
+}
+
+#[test]
 fn applies_from_an_oci_layout_and_archive_source() {
     let fx = Fx::new();
     let input = fx.p("in-layout");
