@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use drover_proto::object::ObjectRef;
+use drover_proto::time::now_rfc3339;
 
 use crate::metrics::Metrics;
 use crate::plan::Policy;
-use crate::record::{now_rfc3339, Attempt, AttemptResult, AttemptSummary, SourceState, Store};
+use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
 use crate::resolve::Source;
 use crate::status::Status;
 use crate::targets::{Action, Health, ObjectOutcome, Target};

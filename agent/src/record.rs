@@ -260,8 +260,3 @@ impl Store {
         self.flush()
     }
 }
-
-/// Now as RFC 3339 (seconds).
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}

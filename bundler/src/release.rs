@@ -11,6 +11,9 @@ use drover_proto::trust::{self, TrustPolicy};
 use drover_proto::{media, Repo, StoreError};
 use serde::{Deserialize, Serialize};
 
+/// The current time as RFC 3339 (UTC, whole seconds), for release records.
+pub use drover_proto::time::now_rfc3339;
+
 /// The repository (under the publish prefix) holding release records.
 pub const RELEASES_REPOSITORY: &str = crate::platform::RESERVED_CLUSTER_TYPE;
 /// Schema version of [`ReleaseRecord`].
@@ -202,34 +205,4 @@ pub async fn publish_record(repo: &Repo, record: &ReleaseRecord, key: &PrivateKe
         .await
         .map_err(ReleaseError::Sign)?;
     Ok(RecordResult { reference, digest, pushed: true })
-}
-
-/// The current time as RFC 3339 (UTC, seconds).
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_shape() {
-        let t = now_rfc3339();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(t.starts_with("20") && t.ends_with('Z'));
-    }
 }

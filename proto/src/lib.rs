@@ -18,6 +18,7 @@ pub mod ocitar;
 pub mod reference;
 pub mod registry;
 pub mod repo;
+pub mod time;
 pub mod trust;
 
 pub use error::StoreError;

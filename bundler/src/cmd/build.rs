@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use drover_proto::bundle::{assemble, Bundle, BundleMeta};
-use drover_proto::{Reference, Repo};
+use drover_proto::{time, Reference, Repo};
 use serde::Serialize;
 
 use crate::input::{load_dir, Loaded};
@@ -63,7 +63,7 @@ impl BundleArgs {
             (Some(c), _) => Some(normalize_created(c).with_context(|| format!("--created {c:?}"))?),
             (None, Some(e)) => {
                 let secs: i64 = e.trim().parse().with_context(|| format!("SOURCE_DATE_EPOCH={e:?} is not a number of seconds"))?;
-                Some(format_rfc3339(secs))
+                Some(time::format_rfc3339(secs).with_context(|| format!("SOURCE_DATE_EPOCH={e:?}"))?)
             }
             (None, None) => None,
         };
@@ -186,76 +186,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
 pub fn normalize_created(s: &str) -> anyhow::Result<String> {
     let s = s.trim();
     if let Ok(secs) = s.parse::<i64>() {
-        return Ok(format_rfc3339(secs));
+        return Ok(time::format_rfc3339(secs)?);
     }
-    parse_rfc3339(s).map(format_rfc3339).ok_or_else(|| anyhow::anyhow!("not RFC 3339 (e.g. 2026-01-02T03:04:05Z) or Unix seconds"))
-}
-
-fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    if let Some(r) = rest.strip_prefix('.') {
-        let n = r.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return None;
-        }
-        rest = &r[n..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let (sign, r) = match rest.as_bytes().first()? {
-                b'+' => (1, &rest[1..]),
-                b'-' => (-1, &rest[1..]),
-                _ => return None,
-            };
-            let (oh, om) = r.split_once(':')?;
-            if oh.len() != 2 || om.len() != 2 {
-                return None;
-            }
-            sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60)
-        }
-    };
-    Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset)
-}
-
-/// Formats Unix seconds as RFC 3339 UTC (`YYYY-MM-DDTHH:MM:SSZ`).
-pub fn format_rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86400);
-    let rem = secs.rem_euclid(86400);
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-// Howard Hinnant's civil calendar algorithms.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    time::normalize_rfc3339(s).map_err(|_| anyhow::anyhow!("not RFC 3339 (e.g. 2026-01-02T03:04:05Z) or Unix seconds"))
 }
 
 #[cfg(test)]
@@ -264,7 +197,6 @@ mod tests {
 
     #[test]
     fn created_forms() {
-        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(normalize_created("1700000000").unwrap(), "2023-11-14T22:13:20Z");
         assert_eq!(normalize_created("2023-11-14T23:13:20+01:00").unwrap(), "2023-11-14T22:13:20Z");
         assert_eq!(normalize_created("2024-02-29T00:00:00.5Z").unwrap(), "2024-02-29T00:00:00Z");
