@@ -44,11 +44,6 @@ impl DirTarget {
         Ok(t)
     }
 
-    /// The directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn tree(&self) -> PathBuf {
         self.root.join(TREE)
     }
@@ -275,8 +270,8 @@ mod tests {
         fs::create_dir_all(tmp.path().join(OLD).join("a")).unwrap();
         fs::write(tmp.path().join(OLD).join("a/x.yaml"), "x").unwrap();
         fs::create_dir_all(tmp.path().join(STAGE).join(TREE)).unwrap();
-        let t = DirTarget::open(tmp.path()).unwrap();
-        assert_eq!(fs::read_to_string(t.root().join("manifests/a/x.yaml")).unwrap(), "x");
+        DirTarget::open(tmp.path()).unwrap();
+        assert_eq!(fs::read_to_string(tmp.path().join("manifests/a/x.yaml")).unwrap(), "x");
         assert!(!tmp.path().join(OLD).exists() && !tmp.path().join(STAGE).exists());
     }
 }

@@ -272,9 +272,6 @@ pub enum TargetError {
         /// What failed.
         message: String,
     },
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
 }
 
 /// A place desired state is applied to. Implementations: [`dir::DirTarget`], and the

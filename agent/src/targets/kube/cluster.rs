@@ -48,27 +48,12 @@ impl KubeTarget {
         Self::from_config(config, opts)
     }
 
-    /// Builds the target from an explicit client configuration.
-    pub fn from_config(config: Config, opts: KubeOptions) -> Result<Self, TargetError> {
+    /// Builds the target from a client configuration.
+    fn from_config(config: Config, opts: KubeOptions) -> Result<Self, TargetError> {
         let cluster = config.cluster_url.to_string();
         // kube picks the aws-lc-rs rustls provider itself when none is installed.
         let client = Client::try_from(config).map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")))?;
         Ok(KubeTarget { client: client.clone(), cluster, resolver: Resolver::new(client, opts.retry), opts })
-    }
-
-    /// The client (shared with leader election).
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The API server URL.
-    pub fn cluster_url(&self) -> &str {
-        &self.cluster
-    }
-
-    /// The options in use.
-    pub fn options(&self) -> &KubeOptions {
-        &self.opts
     }
 
     /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API
