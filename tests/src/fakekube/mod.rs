@@ -12,6 +12,7 @@ pub mod fields;
 pub mod hooks;
 pub mod kubectl;
 pub mod managed;
+pub mod names;
 pub mod openapi;
 pub mod patch;
 pub mod process;

@@ -8,7 +8,7 @@ use super::resources::ResourceInfo;
 use super::selector::Selector;
 use super::status::ApiError;
 use super::store::{Deferred, State, WriteOpts};
-use super::util::parse_query;
+use super::util::{parse_query, path_decode};
 use super::watch::WatchFilter;
 use axum::body::Body;
 use axum::extract::Request;
@@ -129,7 +129,7 @@ pub(crate) fn route(state: &State, segs: &[&str], accept: &str) -> Result<Route,
             .resolve(group, version, rest[2])
             .is_some_and(|r| r.namespaced);
     let (ns, rest) = if namespaced_path {
-        (Some(rest[1].to_string()), &rest[2..])
+        (Some(path_decode(rest[1])), &rest[2..])
     } else {
         (None, rest)
     };
@@ -139,7 +139,7 @@ pub(crate) fn route(state: &State, segs: &[&str], accept: &str) -> Result<Route,
     let res = state
         .resolve(group, version, rest[0])
         .ok_or_else(ApiError::no_route)?;
-    let name = rest.get(1).map(|s| s.to_string());
+    let name = rest.get(1).map(|s| path_decode(s));
     let sub = rest.get(2).map(|s| s.to_string());
     if (!res.namespaced && ns.is_some())
         || (res.namespaced && ns.is_none() && name.is_some())

@@ -2,6 +2,7 @@
 //! `code`, `message` and `details`.
 
 use super::resources::ResourceInfo;
+use super::validate::FieldError;
 use serde_json::{json, Value};
 
 /// An API error: HTTP code, Kubernetes reason and message, plus optional details.
@@ -78,15 +79,51 @@ impl ApiError {
         Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again", res.qualified())).with_details(res, name)
     }
 
-    /// A 422 Invalid naming the object and the field.
+    /// A 422 Invalid naming the object and the field (`why` is the error body, e.g.
+    /// `Invalid value: "x": ...`).
     pub fn invalid(res: &ResourceInfo, name: &str, field: &str, why: &str) -> Self {
+        let reason = if why.starts_with("Required value") {
+            "FieldValueRequired"
+        } else {
+            "FieldValueInvalid"
+        };
+        Self::invalid_list(
+            res,
+            name,
+            &[FieldError {
+                field: field.to_string(),
+                reason,
+                body: why.to_string(),
+            }],
+        )
+    }
+
+    /// The real server's `NewInvalid`: `Kind.group "name" is invalid: ERR` with one
+    /// error, `[ERR1, ERR2]` with several (repeated messages shown once), and one cause
+    /// per error.
+    pub fn invalid_list(res: &ResourceInfo, name: &str, errs: &[FieldError]) -> Self {
+        let mut shown: Vec<String> = Vec::new();
+        for e in errs {
+            let s = e.to_string();
+            if !shown.contains(&s) {
+                shown.push(s);
+            }
+        }
+        let agg = match shown.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
         let mut e = Self::new(
             422,
             "Invalid",
-            format!("{} \"{name}\" is invalid: {field}: {why}", res.kind),
+            format!("{} \"{name}\" is invalid: {agg}", res.group_kind()),
         );
+        let causes: Vec<Value> = errs
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.body, "field": c.field}))
+            .collect();
         e.details = Some(
-            json!({"name": name, "group": res.group, "kind": res.kind, "causes": [{"reason": "FieldValueInvalid", "message": why, "field": field}]}),
+            json!({"name": name, "group": res.group, "kind": res.kind, "causes": causes}),
         );
         e
     }
