@@ -1,7 +1,9 @@
-//! Test hooks of the FAKE API server: error injection rules and the request log.
+//! Test hooks of the FAKE API server: error injection rules, the request log and the
+//! request counts.
 //! Reachable from Rust (methods on [`super::FakeApiServer`]) and over HTTP under `/fake/`
 //! (see `docs/fake-apiserver.md`).
 
+use super::counts::RequestCounts;
 use super::rollout::RolloutMode;
 use super::server::{error_response, json_response, route, Route, Shared};
 use super::status::ApiError;
@@ -114,13 +116,15 @@ pub struct RequestRecord {
     pub injected: bool,
 }
 
-/// Rules and log.
+/// Rules, log and counts.
 #[derive(Default)]
 pub struct Hooks {
     /// Active error rules, first match wins.
     pub rules: Vec<ErrorRule>,
     /// Every request served (hooks under `/fake/` excluded).
     pub log: Vec<RequestRecord>,
+    /// Resource requests per verb and resource.
+    pub counts: RequestCounts,
 }
 
 impl Hooks {
@@ -152,6 +156,13 @@ pub(crate) fn fake_hook(
         ("GET", ["requests"]) => Ok(serde_json::to_value(&shared.hooks().log).unwrap_or_default()),
         ("DELETE", ["requests"]) => {
             shared.hooks().log.clear();
+            Ok(json!({}))
+        }
+        ("GET", ["request-counts"]) => {
+            Ok(serde_json::to_value(shared.hooks().counts.rows()).unwrap_or_default())
+        }
+        ("DELETE", ["request-counts"]) => {
+            shared.hooks().counts.reset();
             Ok(json!({}))
         }
         ("GET", ["errors"]) => Ok(serde_json::to_value(&shared.hooks().rules).unwrap_or_default()),

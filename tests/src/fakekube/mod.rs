@@ -2,9 +2,10 @@
 //! on the test machines). Plain HTTP on 127.0.0.1, used through a generated kubeconfig by
 //! the real `kube` client and by `kubectl`: discovery, CRUD, label selectors, watches,
 //! CRDs, server-side apply with managed fields, JSON merge patch, plus test hooks
-//! (rollout status, error injection, request log). Test support only: never shipped.
+//! (rollout status, error injection, request log and counts). Test support only: never shipped.
 //! What it simplifies versus a real API server: `docs/fake-apiserver.md`.
 
+pub mod counts;
 pub mod crd;
 pub mod discovery;
 pub mod env;
@@ -27,6 +28,7 @@ pub mod validate;
 pub mod watch;
 pub mod writes;
 
+pub use counts::{CountRow, RequestCounts, Verb};
 pub use env::KubeEnv;
 pub use hooks::{ErrorRule, RequestRecord};
 pub use kubectl::{kubectl, kubectl_ok};
@@ -210,6 +212,17 @@ impl FakeApiServer {
     /// Forgets the request log.
     pub fn clear_requests(&self) {
         self.shared.hooks().log.clear();
+    }
+
+    /// Requests counted per verb and resource since the start or the last reset
+    /// (injected errors included; discovery and hooks not counted).
+    pub fn request_counts(&self) -> RequestCounts {
+        self.shared.hooks().counts.clone()
+    }
+
+    /// Forgets the request counts (the request log is kept).
+    pub fn reset_request_counts(&self) {
+        self.shared.hooks().counts.reset();
     }
 
     /// How many logged requests match `method` (`*` = any) and the path glob.

@@ -117,8 +117,7 @@ fn key_name_shape(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
@@ -191,7 +190,10 @@ mod tests {
             "subdomain labels are not limited to 63"
         );
         assert_eq!(dns1123_subdomain("Bad_Name").len(), 1);
-        assert_eq!(dns1123_subdomain(&"a".repeat(254)), vec![max_len_error(253)]);
+        assert_eq!(
+            dns1123_subdomain(&"a".repeat(254)),
+            vec![max_len_error(253)]
+        );
         assert!(!dns1123_subdomain("-a").is_empty() && !dns1123_subdomain("").is_empty());
         assert_eq!(dns1123_label("a.b"), vec!["must not contain dots"]);
         assert!(dns1123_label("a_b")[0].starts_with("a lowercase RFC 1123 label"));

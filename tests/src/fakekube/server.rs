@@ -1,6 +1,7 @@
 //! The HTTP side of the FAKE API server: parses Kubernetes API paths, applies injected
 //! errors, dispatches to the store, logs each request, and serves `/fake/` hooks.
 
+use super::counts::Verb;
 use super::discovery;
 use super::hooks::{Hooks, RequestRecord};
 use super::openapi;
@@ -198,6 +199,7 @@ async fn handle(
     if path == "/fake" || path.starts_with("/fake/") {
         return super::hooks::fake_hook(&shared, &parts.method, &path, &bytes);
     }
+    let counted = counted_as(&shared, &parts.method, &path, &query);
     let rule = shared.hooks().take(parts.method.as_str(), &path);
     let mut injected = None;
     if let Some(r) = &rule {
@@ -235,6 +237,9 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let mut hooks = shared.hooks();
+    if let Some((verb, resource)) = counted {
+        hooks.counts.add(verb, &resource);
+    }
     if hooks.log.len() >= LOG_CAP {
         hooks.log.drain(..LOG_CAP / 10);
     }
@@ -253,6 +258,26 @@ async fn handle(
         injected: rule.is_some(),
     });
     resp
+}
+
+/// The verb and resource a request is counted as, when it addresses a resource.
+fn counted_as(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    query: &Query,
+) -> Option<(Verb, String)> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Ok(Route::Resource(t)) = route(&shared.state(), &segs, "") else {
+        return None;
+    };
+    let watch = matches!(query.get("watch"), Some("true" | "1"));
+    let verb = Verb::of(method.as_str(), t.name.is_some(), watch)?;
+    let resource = match &t.sub {
+        Some(sub) => format!("{}/{sub}", t.res.qualified()),
+        None => t.res.qualified(),
+    };
+    Some((verb, resource))
 }
 
 /// Runs deferred work on the runtime after its delay.

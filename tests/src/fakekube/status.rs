@@ -122,9 +122,8 @@ impl ApiError {
             .iter()
             .map(|c| json!({"reason": c.reason, "message": c.body, "field": c.field}))
             .collect();
-        e.details = Some(
-            json!({"name": name, "group": res.group, "kind": res.kind, "causes": causes}),
-        );
+        e.details =
+            Some(json!({"name": name, "group": res.group, "kind": res.kind, "causes": causes}));
         e
     }
 

@@ -122,7 +122,9 @@ fn name_errors(res: &ResourceInfo, name: &str, body: &Value) -> Vec<FieldError> 
         ("apiregistration.k8s.io", "apiservices") if msgs.is_empty() => {
             let required = format!("{}.{}", spec_str("/version"), spec_str("/group"));
             if name != required {
-                msgs.push(format!("must be `spec.version+\".\"+spec.group`: {required:?}"));
+                msgs.push(format!(
+                    "must be `spec.version+\".\"+spec.group`: {required:?}"
+                ));
             }
         }
         _ => {}
@@ -234,7 +236,14 @@ mod tests {
         let body = json!({"metadata": {"labels": {"a": "bad value", "b": "bad value"}}});
         let e = object(&res("configmaps"), "Bad", &body).unwrap_err();
         assert!(e.message.starts_with("ConfigMap \"Bad\" is invalid: [metadata.name: Invalid value: \"Bad\": a lowercase RFC 1123 subdomain"), "{}", e.message);
-        assert_eq!(e.message.matches("metadata.labels: Invalid value: \"bad value\"").count(), 1, "{}", e.message);
+        assert_eq!(
+            e.message
+                .matches("metadata.labels: Invalid value: \"bad value\"")
+                .count(),
+            1,
+            "{}",
+            e.message
+        );
         assert_eq!(e.details.unwrap()["causes"].as_array().unwrap().len(), 3);
     }
 }
