@@ -19,7 +19,7 @@ pub struct Fetched {
     pub from_cache: bool,
 }
 
-/// Limits used by the agent (DESIGN §5).
+/// Limits used by the agent (docs/design.md §5).
 pub fn limits() -> FetchLimits {
     FetchLimits { manifest: 4 << 20, config: 16 << 20, layer: 64 << 20 }
 }

@@ -1,4 +1,4 @@
-//! The registry flags shared by every command that talks to a registry (DESIGN §2).
+//! The registry flags shared by every command that talks to a registry (docs/design.md §2).
 
 use std::io::Read;
 use std::path::PathBuf;

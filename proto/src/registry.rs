@@ -19,7 +19,7 @@ use crate::reference::RegistryRef;
 /// Media types accepted when fetching manifests.
 pub const MANIFEST_ACCEPT: &[&str] = &[media::OCI_MANIFEST, media::DOCKER_MANIFEST, media::OCI_INDEX];
 
-/// How to reach registries: the flags shared by every command (DESIGN §2).
+/// How to reach registries: the flags shared by every command (docs/design.md §2).
 #[derive(Debug, Clone, Default)]
 pub struct RegistryOptions {
     /// Use plain HTTP instead of HTTPS.

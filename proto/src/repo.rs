@@ -13,7 +13,7 @@ use crate::media;
 use crate::reference::{Reference, RegistryRef};
 use crate::registry::RegistryClient;
 
-/// Size limits for fetching untrusted bundles (DESIGN §5).
+/// Size limits for fetching untrusted bundles (docs/design.md §5).
 #[derive(Debug, Clone, Copy)]
 pub struct FetchLimits {
     /// Maximum manifest size.

@@ -1,4 +1,4 @@
-//! `drover export REF... --out FILE`: writes an OCI archive (DESIGN §7, air gap) holding
+//! `drover export REF... --out FILE`: writes an OCI archive (docs/design.md §7, air gap) holding
 //! every bundle with its config and layer AND its cosign signature manifest and payloads.
 //! Ref names are `<repository>:<tag>` and `<repository>:sha256-<hex>.sig`. The archive
 //! is deterministic: the same references (same digests) give byte-identical files.
