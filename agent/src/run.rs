@@ -63,6 +63,12 @@ async fn terminated() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// Sets the agent's role (`single`, `leader`, `standby`) in `/status` and `/metrics`.
+fn set_role(shared: &Shared, role: &str) {
+    shared.status.lock().expect("status lock").role = role.into();
+    shared.metrics.role(role);
+}
+
 /// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let trust = if settings.insecure_skip_verify {
@@ -82,6 +88,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let mut status = Status { source: settings.source.clone(), target: target.describe(), role: "single".into(), ..Default::default() };
     status.set_state(&store.source(&settings.source)?);
     let shared = Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone() });
+    set_role(&shared, "single");
     let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("cannot listen on {} (--listen)", settings.listen))?;
     let app = crate::serve::router(shared.clone());
     tokio::spawn(async move {
@@ -116,7 +123,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let code = loop {
         if let Some(el) = election.as_mut() {
             if !el.is_leader() {
-                shared.status.lock().expect("status lock").role = "standby".into();
+                set_role(&shared, "standby");
                 shared.ready.store(true, Ordering::Relaxed);
                 tracing::info!("standby: another agent holds the leader lease");
                 tokio::select! {
@@ -124,7 +131,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
                     _ = &mut stop => break 0,
                 }
             }
-            shared.status.lock().expect("status lock").role = "leader".into();
+            set_role(&shared, "leader");
         }
         let outcome = {
             let cycle = pipeline.cycle();

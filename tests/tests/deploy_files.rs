@@ -7,6 +7,7 @@
 //! repository for its design.
 
 mod agent_support;
+mod kube_support;
 
 use agent_support::{cm, http_get, objs, terminate, wait_until, Fx};
 use drover_tests::{bin, Out};
@@ -343,6 +344,9 @@ fn dashboard_is_importable_and_rules_are_well_formed() {
     }
 }
 
+/// Labels Prometheus adds to every scraped series (target labels, `external_labels`).
+const SCRAPE_LABELS: &[&str] = &["instance", "job", "cluster", "namespace", "pod"];
+
 #[test]
 fn monitoring_uses_only_metrics_the_agent_exports() {
     // A real agent: a signed bundle applied, then an untrusted one rejected, so every
@@ -372,8 +376,8 @@ fn monitoring_uses_only_metrics_the_agent_exports() {
             let Some(known) = have.get(&name) else {
                 panic!("{name} (in `{expr}`) is not exported by drover-agent; /metrics has:\n{}", have.keys().cloned().collect::<Vec<_>>().join("\n"))
             };
-            for l in labels {
-                assert!(known.contains(&l), "{name} has no label {l:?} (in `{expr}`); it has {known:?}");
+            for l in labels.iter().filter(|l| !SCRAPE_LABELS.contains(&l.as_str())) {
+                assert!(known.contains(l), "{name} has no label {l:?} (in `{expr}`); it has {known:?}");
             }
             used.insert(name);
         }
@@ -394,4 +398,63 @@ fn monitoring_uses_only_metrics_the_agent_exports() {
     ] {
         assert!(used.contains(family), "{family} is neither on the dashboard nor in the rules: {used:?}");
     }
+}
+
+// The DroverNoLeader alert: `drover_leader` is 0 while the agent stands by, on the FAKE
+// API server or a real cluster. A holder that keeps renewing the Lease but applies
+// nothing (a stuck pod of another version, say) keeps every agent in standby.
+
+scenarios!(leader_gauge_is_zero_while_another_holder_keeps_the_lease);
+
+/// A Lease `renewTime` (RFC 3339 with microseconds) for now.
+fn micro_now() -> String {
+    let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_micros();
+    drover_tests::fakekube::util::now_rfc3339().replace('Z', &format!(".{micros:06}Z"))
+}
+
+fn leader_gauge(port: u16) -> Option<String> {
+    let page = kube_support::http_get(port, "/metrics")?;
+    page.lines().find(|l| l.starts_with("drover_leader ")).map(str::to_string)
+}
+
+fn leader_gauge_is_zero_while_another_holder_keeps_the_lease(env: &kube_support::Env) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let lease = format!("{}-lease", env.ns);
+    env.push(&[env.namespace(), env.configmap("settings", "1", &[])], &[]);
+    let holder = format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: {lease}\n  namespace: default\nspec:\n  holderIdentity: stuck-pod\n  leaseDurationSeconds: 3\n  renewTime: \"{}\"\n",
+        micro_now()
+    );
+    let out = env.kubectl(&["apply", "-f", "-"], &holder);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The other holder renews every 500 ms until told to stop.
+    let renewing = Arc::new(AtomicBool::new(true));
+    let renewer = {
+        let (renewing, kubeconfig, lease) = (renewing.clone(), env.cluster.kubeconfig().to_path_buf(), lease.clone());
+        std::thread::spawn(move || {
+            while renewing.load(Ordering::SeqCst) {
+                let patch = format!(r#"{{"spec":{{"renewTime":"{}"}}}}"#, micro_now());
+                let _ = drover_tests::fakekube::kubectl(&kubeconfig, &["patch", "lease", &lease, "-n", "default", "--type", "merge", "-p", &patch], "");
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+        })
+    };
+    let port = drover_tests::free_port();
+    let args = ["--leader-election", "--lease-namespace", "default", "--lease-name", &lease, "--lease-duration", "3s", "--interval", "300ms"];
+    let mut agent = env.agent_daemon_in("state", port, &args);
+    let standby = kube_support::eventually(20, || leader_gauge(port).filter(|l| l == "drover_leader 0"));
+    // Two lease durations later it still stands by: the holder is alive.
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let still = leader_gauge(port);
+    renewing.store(false, Ordering::SeqCst);
+    renewer.join().unwrap();
+    let leading = kube_support::eventually(30, || leader_gauge(port).filter(|l| l == "drover_leader 1"));
+    let status = kube_support::http_get(port, "/status");
+    let code = terminate(&mut agent);
+    let _ = env.kubectl(&["delete", "lease", &lease, "-n", "default", "--ignore-not-found"], "");
+    assert!(standby.is_some(), "standby while another holder renews: drover_leader 0 (status {status:?})");
+    assert_eq!(still.as_deref(), Some("drover_leader 0"), "still standby while the holder renews");
+    assert!(leading.is_some(), "once the holder stops renewing the agent leads: drover_leader 1 (status {status:?})");
+    assert_eq!(code, Some(0));
 }
