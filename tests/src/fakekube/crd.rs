@@ -2,8 +2,8 @@
 //! NamesAccepted/Established conditions, and the resources they add.
 
 use super::resources::{self, ResourceInfo};
+use super::status::FieldError;
 use super::util::now_rfc3339;
-use super::validate::FieldError;
 use serde_json::{json, Value};
 
 /// The built-in CRD resource.

@@ -1,9 +1,9 @@
 //! Errors as the real API server returns them: `kind: Status` objects with `reason`,
-//! `code`, `message` and `details`.
+//! `code`, `message` and `details`, and the field errors a 422 collects.
 
 use super::resources::ResourceInfo;
-use super::validate::FieldError;
 use serde_json::{json, Value};
+use std::fmt;
 
 /// An API error: HTTP code, Kubernetes reason and message, plus optional details.
 #[derive(Clone, Debug)]
@@ -156,5 +156,65 @@ impl ApiError {
             v["details"] = d.clone();
         }
         v
+    }
+}
+
+/// One entry of the real server's `field.ErrorList`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// Field path, e.g. `metadata.name`.
+    pub field: String,
+    /// Cause type, e.g. `FieldValueInvalid`.
+    pub reason: &'static str,
+    /// `ErrorBody()`, e.g. `Invalid value: "x": must not contain dots`.
+    pub body: String,
+}
+
+impl FieldError {
+    /// `field.Invalid` with a value already printed as Go prints it.
+    pub fn invalid(field: &str, value: &str, detail: &str) -> FieldError {
+        FieldError {
+            field: field.to_string(),
+            reason: "FieldValueInvalid",
+            body: format!("Invalid value: {value}: {detail}"),
+        }
+    }
+
+    /// `field.Invalid` with a string value (quoted, as Go's `%q`).
+    pub fn invalid_str(field: &str, value: &str, detail: &str) -> FieldError {
+        Self::invalid(field, &format!("{value:?}"), detail)
+    }
+
+    /// `field.Required`, with an optional detail.
+    pub fn required(field: &str, detail: &str) -> FieldError {
+        let body = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        FieldError {
+            field: field.to_string(),
+            reason: "FieldValueRequired",
+            body,
+        }
+    }
+
+    /// `field.NotSupported`: the value and the supported ones.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> FieldError {
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        FieldError {
+            field: field.to_string(),
+            reason: "FieldValueNotSupported",
+            body: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                list.join(", ")
+            ),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.body)
     }
 }
