@@ -20,6 +20,9 @@ command -v check-jsonschema >/dev/null 2>&1 || pip install -q check-jsonschema
 
 # No module of a crate imports, directly or through others, a module that imports it.
 python3 tests/modcycles.py proto bundler agent tests
+# Lints are part of the suite: a warning fails it.
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo build --workspace --bins --quiet
 cargo test --workspace --quiet -- --test-threads=4
 # Kubernetes scenarios against a real cluster: the `real_cluster` variants are #[ignore]d
