@@ -108,6 +108,7 @@ fn the_deadline_is_a_flag_and_bad_values_are_refused() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("within 1s") && out.stderr.contains("--registry-timeout"), "{}", out.stderr);
 
+    let before = silent.accepted();
     let out = run("drover", &["inspect", &reference, "--plain-http", "--registry-timeout", "soon"], &[]);
     assert_eq!(out.code, 2, "a malformed flag is a usage error: {}", out.stderr);
     assert!(out.stderr.contains("--registry-timeout"), "{}", out.stderr);
@@ -115,5 +116,5 @@ fn the_deadline_is_a_flag_and_bad_values_are_refused() {
     let out = run("drover", &["inspect", &reference, "--plain-http"], &[("DROVER_REGISTRY_TIMEOUT", "soon")]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("DROVER_REGISTRY_TIMEOUT") && out.stderr.contains("soon"), "the error names the variable and value: {}", out.stderr);
-    assert_eq!(silent.accepted(), 0, "a bad timeout is refused before any request");
+    assert_eq!(silent.accepted(), before, "a bad timeout is refused before any request");
 }
