@@ -160,6 +160,7 @@ impl Engine {
             Ok(Err(e)) => return Err(transport(call.what, diagnose::send_error(&e, &self.diag(&host)))),
             Ok(Ok(r)) => r,
         };
+        tracing::debug!(method = %call.method, url = %url, status = res.status().as_u16(), authorized = authorization.is_some(), "registry request");
         if res.status().as_u16() == 400 && self.plain_http {
             let body = self.text(res, 4096).await.unwrap_or_default();
             if body.contains("HTTPS") || call.method == Method::HEAD {
