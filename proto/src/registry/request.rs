@@ -43,10 +43,15 @@ pub(crate) struct Call<'a> {
 
 /// The HTTP side of a registry client, shared by its clones.
 pub(crate) struct Engine {
+    /// Connection pool, TLS roots, connect and idle-read timeouts.
     pub http: reqwest::Client,
+    /// `--plain-http`.
     pub plain_http: bool,
+    /// `--ca-file` (for messages).
     pub ca_file: Option<PathBuf>,
+    /// The per-request deadline.
     pub timeout: Duration,
+    /// What is known about authenticating to each registry.
     pub auth: Authorizer,
 }
 
@@ -80,10 +85,16 @@ impl Engine {
     /// request is sent once more with fresh authorisation. Returns the response (any
     /// status but 400/401/403) once its headers arrived.
     pub async fn send(&self, call: &Call<'_>) -> Result<Response, StoreError> {
-        let known = self.auth.scheme(call.registry);
+        let mut scheme = self.auth.scheme(call.registry);
         let gate = self.auth.gate(call.registry);
-        let guard = if known.is_none() { Some(gate.lock().await) } else { None };
-        let scheme = if known.is_none() { self.auth.scheme(call.registry) } else { known };
+        let mut guard = None;
+        if scheme.is_none() {
+            let g = gate.lock().await;
+            scheme = self.auth.scheme(call.registry);
+            if scheme.is_none() {
+                guard = Some(g);
+            }
+        }
         let fetch = TokenFetch { http: &self.http, plain_http: self.plain_http, diag: self.diag(call.registry) };
         let first = match &scheme {
             Some(s) => self.auth.authorization(&fetch, call.registry, call.repository, call.scope, s, false).await?,
