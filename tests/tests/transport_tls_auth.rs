@@ -83,7 +83,7 @@ fn push_publish_promote_export_import_and_agent_over_tls_and_auth() {
     // the agent: Docker config credentials and --ca-file against TLS, tokens against r3
     let st = agent_once(&app, &public, &tmp.path().join("agent-tls"), &["--ca-file", &ca_file], &[("DOCKER_CONFIG", dc)]);
     assert_eq!(st["appliedDigest"], digest.as_str(), "{st}");
-    let mirrored = r3.reference("mirror/fleet/app:prod");
+    let mirrored = r3.reference("mirror/app:prod"); // --to PREFIX replaces the parent path
     let st = agent_once(&mirrored, &public, &tmp.path().join("agent-token"), &["--plain-http"], &[("DOCKER_CONFIG", dc)]);
     assert_eq!(st["appliedDigest"], digest.as_str(), "{st}");
 }
