@@ -55,7 +55,7 @@ struct Report {
 
 /// Runs `drover export`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&args.references)?;
     // Parse everything first: a typo in the last reference must not cost a long copy.
     let mut sources = Vec::new();
     for r in &args.references {

@@ -33,7 +33,7 @@ pub struct Args {
 /// Runs `drover promote`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let policy = args.trust.policy()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.source, &args.destination])?;
     let (src, src_lookup, _) = open_reference(&args.source, &client, false)?;
     let src_lookup = src_lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add :TAG or @sha256:...)", args.source))?;
     // Destination: a bare tag in the source repository, or a full reference.
