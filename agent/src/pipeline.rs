@@ -202,7 +202,11 @@ impl Pipeline {
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
         at.stage = "plan";
-        let req = match plan::plan(unpacked, &self.policy, &self.source.name, &self.field_manager) {
+        let known = match plan::cluster_kinds(self.target.as_ref(), &unpacked, &self.policy).await {
+            Ok(k) => k,
+            Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
+        };
+        let req = match plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager) {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
