@@ -102,6 +102,9 @@ pub struct ConfigLayer {
     /// Allowed namespace for namespaced objects; repeatable (default: all).
     #[arg(long = "allow-namespace", value_name = "ALLOW_NAMESPACE", env = "DROVER_ALLOW_NAMESPACE", value_delimiter = ',')]
     pub allowed_namespaces: Option<Vec<String>>,
+    /// Cluster-scoped kind allowed despite --allow-namespace (which refuses cluster-scoped objects); repeatable.
+    #[arg(long = "allow-cluster-kind", value_name = "ALLOW_CLUSTER_KIND", env = "DROVER_ALLOW_CLUSTER_KIND", value_delimiter = ',')]
+    pub allowed_cluster_kinds: Option<Vec<String>>,
     /// Kind that bundles may not contain; repeatable.
     #[arg(long = "deny-kind", value_name = "DENY_KIND", env = "DROVER_DENY_KIND", value_delimiter = ',')]
     pub denied_kinds: Option<Vec<String>>,
@@ -215,6 +218,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// Allowed namespaces (empty: all).
     pub allowed_namespaces: Vec<String>,
+    /// Cluster-scoped kinds allowed despite `allowed_namespaces`.
+    pub allowed_cluster_kinds: Vec<String>,
     /// Denied kinds.
     pub denied_kinds: Vec<String>,
     /// Bound of the wait stage.
@@ -314,6 +319,15 @@ impl Settings {
             "json" => LogFormat::Json,
             other => return Err(invalid("logFormat", "log-format", format!("{other:?} is neither text nor json"))),
         };
+        let allowed_namespaces = c.allowed_namespaces.unwrap_or_default();
+        let allowed_cluster_kinds = c.allowed_cluster_kinds.unwrap_or_default();
+        if !allowed_cluster_kinds.is_empty() && allowed_namespaces.is_empty() {
+            return Err(invalid(
+                "allowedClusterKinds",
+                "allow-cluster-kind",
+                "only means something with --allow-namespace (without an allow list every kind is allowed); add --allow-namespace or drop it",
+            ));
+        }
         let field_manager = c.field_manager.unwrap_or_else(|| "drover".into());
         if field_manager.is_empty() {
             return Err(invalid("fieldManager", "field-manager", "must not be empty"));
@@ -336,7 +350,8 @@ impl Settings {
             max_prune_ratio,
             listen,
             log_format,
-            allowed_namespaces: c.allowed_namespaces.unwrap_or_default(),
+            allowed_namespaces,
+            allowed_cluster_kinds,
             denied_kinds: c.denied_kinds.unwrap_or_default(),
             health_timeout: duration("healthTimeout", "health-timeout", c.health_timeout, "2m")?,
             no_force: c.no_force.unwrap_or(false),

@@ -1,9 +1,11 @@
 //! drover-agent: the cluster side of drover. One poll runs the pipeline
 //! `resolve -> fetch -> verify -> unpack -> plan -> apply -> wait -> prune -> record`
 //! (one module per stage, each returning a [`stage::StageError`] when it stops; wired in
-//! [`pipeline`]) against a [`targets::Target`];
+//! [`pipeline`]; fetch and verify interleave in [`admit`] so that nothing unverified is
+//! downloaded) against a [`targets::Target`];
 //! [`run`] loops it, [`serve`] exposes it over HTTP, [`query`] reads it back.
 
+pub mod admit;
 pub mod apply;
 pub mod cli;
 pub mod config;
@@ -14,6 +16,7 @@ pub mod metrics;
 pub mod order;
 pub mod pipeline;
 pub mod plan;
+pub mod private;
 pub mod prune;
 pub mod query;
 pub mod record;
@@ -46,6 +49,7 @@ fn init_logs(format: LogFormat) {
 /// The whole program: parses the command line and runs it. Returns the exit code.
 pub fn main_entry() -> i32 {
     memory::limit_arenas();
+    private::restrict_umask();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

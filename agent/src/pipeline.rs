@@ -18,8 +18,9 @@ use crate::status::Status;
 use crate::targets::{Action, Health, ObjectOutcome, Target};
 use crate::shared::Shared;
 use crate::stage::StageError;
+use crate::admit::Admission;
 use crate::verify::{Expectations, Trust};
-use crate::{apply, fetch, plan, prune, resolve, unpack, verify, wait};
+use crate::{apply, fetch, plan, prune, resolve, unpack, wait};
 
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,7 @@ pub struct Pipeline {
     pub shared: Arc<Shared>,
     /// Set while the target is being changed (SIGTERM then waits for the cycle).
     pub critical: Arc<AtomicBool>,
+    fingerprint: String,
     last_apply: Option<Instant>,
     rejected: Option<(String, &'static str)>,
 }
@@ -81,6 +83,7 @@ impl Pipeline {
         shared: Arc<Shared>,
     ) -> Self {
         Pipeline {
+            fingerprint: trust.fingerprint(),
             source,
             target,
             trust,
@@ -137,7 +140,9 @@ impl Pipeline {
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: true };
             }
         };
-        if state.applied_digest.as_deref() == Some(digest.as_str()) && !resync_due {
+        // The applied digest verified under another trust policy is re-verified now.
+        let verified_now = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
+        if state.applied_digest.as_deref() == Some(digest.as_str()) && !resync_due && verified_now {
             tracing::debug!("{digest} unchanged");
             self.shared.metrics.poll("Unchanged");
             self.shared.ready.store(true, Ordering::Relaxed);
@@ -168,19 +173,24 @@ impl Pipeline {
     async fn process(&mut self, digest: String, state: SourceState, note: Option<String>) -> CycleOutcome {
         let resync = state.applied_digest.as_deref() == Some(digest.as_str());
         let mut at = Attempted { digest: digest.clone(), sequence: None, stage: "fetch", resync };
-        let fetched = match fetch::fetch(&self.source, self.store(), &digest).await {
-            Ok(f) => f,
-            Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
+        let admission = Admission {
+            source: &self.source,
+            store: &self.shared.store,
+            trust: &self.trust,
+            fingerprint: &self.fingerprint,
+            expect: &self.expect,
+            state: &state,
         };
-        at.sequence = Some(fetched.bundle.config.sequence);
-        at.stage = "verify";
-        let from_cache = fetched.from_cache;
-        let verified =
-            match verify::verify(self.source.repo(), fetched.bundle, &self.trust, resync, &self.expect, &state).await {
-                Ok(v) => v,
-                Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
-            };
-        if !from_cache {
+        let admitted = match admission.admit(&digest).await {
+            Ok(a) => a,
+            Err(stop) => {
+                (at.stage, at.sequence) = (stop.stage, stop.sequence);
+                return self.finish(&state, at, Err(stop.error), Vec::new());
+            }
+        };
+        let verified = admitted.verified;
+        at.sequence = Some(verified.bundle.config.sequence);
+        if !admitted.from_cache {
             if let Err(e) = fetch::cache(self.store(), &self.source.name, &verified.bundle) {
                 tracing::warn!("caching {digest}: {}", e.message());
             }
@@ -192,7 +202,11 @@ impl Pipeline {
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
         at.stage = "plan";
-        let req = match plan::plan(unpacked, &self.policy, &self.source.name, &self.field_manager) {
+        let known = match plan::cluster_kinds(self.target.as_ref(), &unpacked, &self.policy).await {
+            Ok(k) => k,
+            Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
+        };
+        let req = match plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager) {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
@@ -280,6 +294,7 @@ impl Pipeline {
         let mut state = state;
         state.applied_digest = Some(req.digest.clone());
         state.applied_sequence = Some(req.sequence);
+        state.policy_fingerprint = Some(self.fingerprint.clone());
         state.applied_at = Some(now_rfc3339());
         state.health = Some(health.health);
         self.shared.metrics.health(&health.health.to_string());

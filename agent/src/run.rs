@@ -102,7 +102,11 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         target,
         trust,
         Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() },
-        Policy { allowed_namespaces: settings.allowed_namespaces.clone(), denied_kinds: settings.denied_kinds.clone() },
+        Policy {
+            allowed_namespaces: settings.allowed_namespaces.clone(),
+            allowed_cluster_kinds: settings.allowed_cluster_kinds.clone(),
+            denied_kinds: settings.denied_kinds.clone(),
+        },
         settings.field_manager.clone(),
         settings.max_prune_ratio,
         settings.resync,

@@ -286,6 +286,15 @@ pub trait Target: Send + Sync {
         true
     }
 
+    /// Whether objects of `kind` in `api_version` are cluster-scoped on this target, when
+    /// the target can tell (the kube target asks discovery); `Ok(None)` (the default): it
+    /// cannot (unknown kind); `Err`: asking failed (worth retrying). The plan stage asks it
+    /// for objects that claim a namespace while `--allow-namespace` is in force: a
+    /// cluster-scoped object is not confined by the namespace it claims.
+    fn cluster_scoped<'a>(&'a self, _api_version: &'a str, _kind: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Applies the groups in order; one outcome per object. `Err` only when nothing could
     /// be attempted (then nothing was changed).
     fn apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<ApplyReport, TargetError>>;

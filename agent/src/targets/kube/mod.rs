@@ -23,6 +23,16 @@ impl Target for KubeTarget {
         format!("kube ({})", self.cluster)
     }
 
+    fn cluster_scoped<'a>(&'a self, api_version: &'a str, kind: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(async move {
+            match self.resolver.resolve(api_version, kind).await {
+                Ok(r) => Ok(Some(!r.namespaced)),
+                Err(discovery::ResolveError::Unknown(_)) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+
     fn apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<ApplyReport, TargetError>> {
         Box::pin(async move {
             self.probe().await?;
