@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod prune;
 pub mod query;
+pub mod recall;
 pub mod record;
 pub mod resolve;
 pub mod run;
