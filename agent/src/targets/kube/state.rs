@@ -8,7 +8,7 @@
 //!   annotation `drover.dev/source: <source>` (a record for another source is ignored);
 //! - `data`: `appliedDigest`, `appliedSequence`, `policyFingerprint`, `appliedAt` (empty
 //!   strings when unknown); `binaryData.inventory`: gzip of the JSON list of object
-//!   identities, sorted (10,000 objects take ~100 KiB; the whole object must stay under
+//!   identities, sorted (10,000 objects take ~170 KiB; the whole object must stay under
 //!   the API server's 1 MiB, checked before writing);
 //! - written with server-side apply, field manager `drover-agent`, with the agent's own
 //!   identity (never the `--service-account` it impersonates for the bundle's objects).
@@ -213,7 +213,12 @@ mod tests {
             assert!(size < MAX_BYTES / 2, "{n} objects: {size} bytes");
             println!("{n} objects: {size} bytes");
         }
-        let err = encode(&record(400_000), "drover-system").unwrap_err();
+        // Names of 192 random hex characters (the longest names are 253): too big.
+        let mut huge = record(20_000);
+        for (i, o) in huge.inventory.iter_mut().enumerate() {
+            o.name = (0..3u64).map(|k| hex::encode(sha2::Sha256::digest((i as u64 + (k << 32)).to_le_bytes()))).collect();
+        }
+        let err = encode(&huge, "drover-system").unwrap_err();
         assert!(err.contains("over the 1 MiB"), "{err}");
     }
 
