@@ -64,13 +64,13 @@ impl Admission<'_> {
             None
         });
         if let Some(bundle) = cached {
-            let signers = self.signatures(digest).await.map_err(stop("verify", None))?;
+            let signers = self.signatures(digest, true).await.map_err(stop("verify", None))?;
             let sequence = Some(bundle.config.sequence);
             verify::identity(digest, &bundle.config, self.expect, self.state).map_err(stop("verify", sequence))?;
             return Ok(Admitted { verified: Verified { bundle, signers }, from_cache: true });
         }
         let manifest = fetch::manifest(self.source, digest).await.map_err(stop("fetch", None))?;
-        let signers = self.signatures(digest).await.map_err(stop("verify", None))?;
+        let signers = self.signatures(digest, false).await.map_err(stop("verify", None))?;
         let head = fetch::head(self.source, manifest, digest).await.map_err(stop("fetch", None))?;
         let sequence = Some(head.config.sequence);
         verify::identity(digest, &head.config, self.expect, self.state).map_err(stop("verify", sequence))?;
@@ -83,10 +83,13 @@ impl Admission<'_> {
         self.state.applied_digest.as_deref() == Some(digest) && self.state.policy_fingerprint.as_deref() == Some(self.fingerprint)
     }
 
-    /// Step 2. The applied digest is re-verified when the policy changed since it was
-    /// applied; the errors then say so (and an unreachable source means: not re-applied).
-    async fn signatures(&self, digest: &str) -> Result<Vec<String>, StageError> {
-        if self.verified_under_current_policy(digest) {
+    /// Step 2. Skipped only for a bundle from this agent's own cache (`cached`: it
+    /// verified it itself) that is the applied digest under the current policy; the
+    /// applied digest may come from the target's record, which never skips a check. The
+    /// applied digest is re-verified when the policy changed since it was applied; the
+    /// errors then say so (and an unreachable source means: not re-applied).
+    async fn signatures(&self, digest: &str, cached: bool) -> Result<Vec<String>, StageError> {
+        if cached && self.verified_under_current_policy(digest) {
             return Ok(Vec::new());
         }
         let reverify = self.state.applied_digest.as_deref() == Some(digest);

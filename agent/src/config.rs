@@ -114,6 +114,10 @@ pub struct ConfigLayer {
     /// kube target: do not force-take fields owned by other managers.
     #[arg(long, env = "DROVER_NO_FORCE", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub no_force: Option<bool>,
+    /// kube target: impersonate this service account (NAMESPACE/NAME) for every request
+    /// about the bundle's objects; the API server's RBAC decides what bundles may change.
+    #[arg(long, env = "DROVER_SERVICE_ACCOUNT", value_name = "NAMESPACE/NAME")]
+    pub service_account: Option<String>,
     /// kube target: objects applied at once inside an order group (default 8).
     #[arg(long, env = "DROVER_APPLY_CONCURRENCY")]
     pub apply_concurrency: Option<usize>,
@@ -230,6 +234,36 @@ pub struct Settings {
     pub apply_concurrency: usize,
     /// Leader election: `(namespace, name, duration)` of the Lease, when enabled.
     pub leader_election: Option<(String, String, Duration)>,
+    /// Kube target: the service account `(namespace, name)` to impersonate.
+    pub service_account: Option<(String, String)>,
+    /// The agent's namespace (`POD_NAMESPACE`, else `drover-system`): its in-cluster
+    /// state and, by default, its Lease.
+    pub agent_namespace: String,
+}
+
+/// The agent's namespace: `POD_NAMESPACE`, else `drover-system`.
+pub fn agent_namespace() -> String {
+    std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "drover-system".into())
+}
+
+/// `--service-account NAMESPACE/NAME`.
+fn service_account(v: Option<String>, target: &TargetSpec) -> Result<Option<(String, String)>, ConfigError> {
+    let Some(text) = v else { return Ok(None) };
+    let bad = |m: String| invalid("serviceAccount", "service-account", m);
+    if *target != TargetSpec::Kube {
+        return Err(bad("only the kube target impersonates a service account".into()));
+    }
+    let label = |s: &str, max: usize| {
+        !s.is_empty()
+            && s.len() <= max
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    match text.split_once('/') {
+        Some((ns, name)) if label(ns, 63) && !ns.contains('.') && label(name, 253) => Ok(Some((ns.into(), name.into()))),
+        _ => Err(bad(format!("{text:?} is not NAMESPACE/NAME of a service account, e.g. team-a/deployer"))),
+    }
 }
 
 fn invalid(field: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {
@@ -263,9 +297,7 @@ fn lease(
     if !enabled.unwrap_or(false) {
         return Ok(None);
     }
-    let namespace = namespace
-        .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "drover-system".into());
+    let namespace = namespace.unwrap_or_else(agent_namespace);
     let duration = duration("leaseDuration", "lease-duration", duration_text, "15s")?;
     if duration < Duration::from_secs(2) {
         return Err(invalid("leaseDuration", "lease-duration", "must be at least 2s (the leader renews every third of it)"));
@@ -332,6 +364,7 @@ impl Settings {
         if field_manager.is_empty() {
             return Err(invalid("fieldManager", "field-manager", "must not be empty"));
         }
+        let service_account = service_account(c.service_account, &target)?;
         Ok(Settings {
             source,
             reference,
@@ -360,6 +393,8 @@ impl Settings {
                 n => return Err(invalid("applyConcurrency", "apply-concurrency", format!("{n} is not between 1 and 64"))),
             },
             leader_election: lease(c.leader_election, c.lease_namespace, c.lease_name, c.lease_duration)?,
+            service_account,
+            agent_namespace: agent_namespace(),
         })
     }
 }

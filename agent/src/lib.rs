@@ -19,6 +19,7 @@ pub mod plan;
 pub mod private;
 pub mod prune;
 pub mod query;
+pub mod recall;
 pub mod record;
 pub mod resolve;
 pub mod run;

@@ -1,9 +1,5 @@
-<<<<<<< HEAD
-//! The registry flags shared by every command that talks to a registry (docs/design.md §2).
-=======
 //! The registry flags shared by every command that talks to a registry (docs/design.md §2), and
 //! the rule binding explicit credentials to one registry host.
->>>>>>> transport
 
 use std::io::Read;
 use std::path::PathBuf;

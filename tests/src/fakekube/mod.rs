@@ -2,7 +2,8 @@
 //! on the test machines). Plain HTTP on 127.0.0.1, used through a generated kubeconfig by
 //! the real `kube` client and by `kubectl`: discovery, CRUD, label selectors, watches,
 //! CRDs, server-side apply with managed fields, JSON merge patch, plus test hooks
-//! (rollout status, error injection, request log and counts). Test support only: never shipped.
+//! (rollout status, error injection, request log and counts), and RBAC for impersonated
+//! requests. Test support only: never shipped.
 //! What it simplifies versus a real API server: `docs/fake-apiserver.md`.
 
 pub mod apiserver;
@@ -20,6 +21,7 @@ pub mod names;
 pub mod openapi;
 pub mod patch;
 pub mod process;
+pub mod rbac;
 pub mod reply;
 pub mod resources;
 pub mod rollout;

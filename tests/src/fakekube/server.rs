@@ -208,6 +208,12 @@ fn dispatch(
         }
         Route::Resource(t) => t,
     };
+    let watch = matches!(query.get("watch"), Some("true" | "1"));
+    let apply = method == Method::PATCH
+        && header_str(headers, header::CONTENT_TYPE).starts_with("application/apply-patch");
+    if let Err(e) = super::rbac::check(&state, headers, method, &t, watch, apply) {
+        return error_response(&e);
+    }
     let result = resource_op(&mut state, method, headers, &t, query, bytes);
     let pending = std::mem::take(&mut state.pending);
     drop(state);
