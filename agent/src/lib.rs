@@ -17,6 +17,7 @@ pub mod plan;
 pub mod prune;
 pub mod query;
 pub mod record;
+pub mod report;
 pub mod resolve;
 pub mod run;
 pub mod serve;
