@@ -201,12 +201,28 @@ pub fn curl_report(reg: &str, repo: &str, tag: &str, report: &Value) {
     assert!(put.status.success(), "manifest upload: {}", String::from_utf8_lossy(&put.stderr));
 }
 
-/// A registry that accepts connections and never answers (a stalled registry). Counts
-/// the connections it holds open.
+/// A registry that accepts connections and never answers (a stalled registry). Keeps
+/// every connection it accepted, numbered in order.
 pub struct Stalled {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     held: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+fn alive(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).ok();
+    let mut buf = [0u8; 1024];
+    let mut r = s;
+    let open = loop {
+        match r.read(&mut buf) {
+            Ok(0) => break false,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+            Err(_) => break false,
+        }
+    };
+    s.set_nonblocking(false).ok();
+    open
 }
 
 impl Stalled {
@@ -223,25 +239,19 @@ impl Stalled {
         Stalled { addr, held }
     }
 
-    /// Connections accepted and still open (the peer has not given up on them).
+    /// Connections accepted and still open (the client has not given up on them).
     pub fn open(&self) -> usize {
-        let mut held = self.held.lock().unwrap();
-        held.retain(|s| {
-            s.set_nonblocking(true).ok();
-            let mut buf = [0u8; 1024];
-            let mut s2 = s;
-            let alive = loop {
-                match s2.read(&mut buf) {
-                    Ok(0) => break false,
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
-                    Err(_) => break false,
-                }
-            };
-            s.set_nonblocking(false).ok();
-            alive
-        });
-        held.len()
+        self.held.lock().unwrap().iter().filter(|s| alive(s)).count()
+    }
+
+    /// The number of the first connection still open.
+    pub fn first_accepted(&self) -> usize {
+        self.held.lock().unwrap().iter().position(alive).expect("an open connection")
+    }
+
+    /// True when connection number `i` is still open.
+    pub fn still_open(&self, i: usize) -> bool {
+        self.held.lock().unwrap().get(i).is_some_and(alive)
     }
 }
 
