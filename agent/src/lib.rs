@@ -8,6 +8,7 @@ pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod fetch;
+pub mod fleetsim;
 pub mod leader;
 pub mod memory;
 pub mod metrics;

@@ -195,20 +195,30 @@ impl Reporter {
     }
 
     /// After a poll: collects a finished push, then starts one when the report is due and
-    /// none is in flight. Never waits.
-    pub fn after_cycle(&mut self, obs: &Observed) {
+    /// none is in flight. Never waits. Returns true when a push was started.
+    pub fn after_cycle(&mut self, obs: &Observed) -> bool {
         if let Some(task) = self.task.take() {
             if !task.is_finished() {
                 self.task = Some(task);
-                return;
+                return false;
             }
             if let Some(result) = futures::FutureExt::now_or_never(task) {
                 self.collect(result);
             }
         }
         let report = self.build(obs);
-        if self.due(&report) {
+        let due = self.due(&report);
+        if due {
             self.spawn(report);
+        }
+        due
+    }
+
+    /// Pretends the last report was written `age` earlier than it was (the fleet
+    /// simulation spreads its agents' heartbeats as a long-running fleet has them).
+    pub fn backdate_last_write(&mut self, age: Duration) {
+        if let Some((_, at)) = self.pushed.as_mut() {
+            *at = at.checked_sub(age).unwrap_or(*at);
         }
     }
 

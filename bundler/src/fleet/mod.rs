@@ -52,9 +52,20 @@ pub fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
     humantime::parse_duration(text.trim()).with_context(|| format!("{flag} {text:?} is not a duration like 30s, 15m or 1h"))
 }
 
-/// Seconds as a short human duration (`4m 10s`).
+/// Seconds as a short human duration: the two largest units (`45s`, `4m 10s`, `3h 5m`, `2d 4h`).
 pub fn human(secs: i64) -> String {
-    humantime::format_duration(Duration::from_secs(secs.max(0) as u64)).to_string()
+    let s = secs.max(0);
+    let units = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
+    let Some(i) = units.iter().position(|(n, _)| s >= *n) else { return "0s".into() };
+    let (big, b) = units[i];
+    let mut out = format!("{}{b}", s / big);
+    if let Some((small, u)) = units.get(i + 1) {
+        let rest = (s % big) / small;
+        if rest > 0 {
+            out.push_str(&format!(" {rest}{u}"));
+        }
+    }
+    out
 }
 
 /// Seconds since `rfc3339` at `now` (`None` when it does not parse).
@@ -74,4 +85,16 @@ pub fn environment_rank(env: &str) -> (usize, String) {
     let rank = ORDER.iter().position(|e| *e == env).unwrap_or(ORDER.len());
     let rank = if rank == ORDER.len() && env.starts_with("prod") { ORDER.len() - 1 } else { rank };
     (rank, env.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn human_durations() {
+        assert_eq!(super::human(0), "0s");
+        assert_eq!(super::human(59), "59s");
+        assert_eq!(super::human(250), "4m 10s");
+        assert_eq!(super::human(3600), "1h");
+        assert_eq!(super::human(3 * 86_400 + 5 * 3600 + 7), "3d 5h");
+    }
 }
