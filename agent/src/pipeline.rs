@@ -269,7 +269,8 @@ impl Pipeline {
         }
         reasons.extend(recall::keep(target.as_ref(), &state).await);
         tracing::info!(digest = %req.digest, sequence = req.sequence, changed = report.changed(), pruned = pruned.deleted, "applied");
-        let extra = Extra { drift, pruned: pruned.deleted, prune_refused: pruned.refused, health: Some(health.health), reason: reasons.join("; ") };
+        let unhealthy = health.objects.into_iter().take(drover_proto::report::MAX_FAILING).collect();
+        let extra = Extra { drift, pruned: pruned.deleted, prune_refused: pruned.refused, health: Some(health.health), unhealthy, reason: reasons.join("; ") };
         let out = self.finish_ok(&state, at, outcomes, extra);
         if let Err(e) = self.store().cache_retain(&self.source.name, &[req.digest.as_str()]) {
             tracing::warn!("{e}");
@@ -360,6 +361,7 @@ impl Pipeline {
             prune_refused: extra.prune_refused,
             health: extra.health,
             objects,
+            unhealthy: extra.unhealthy,
         };
         self.rejected = None;
         self.save(state, summary, Some(attempt), AttemptResult::Applied, false)
@@ -404,6 +406,7 @@ impl Pipeline {
             prune_refused: false,
             health: None,
             objects,
+            unhealthy: Vec::new(),
         });
         self.save(state, summary, attempt, result, unreachable)
     }
@@ -411,6 +414,7 @@ impl Pipeline {
     fn save(&mut self, state: &SourceState, summary: AttemptSummary, attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
         let mut state = state.clone();
         state.last_attempt = Some(summary);
+        crate::report::observe(&self.shared.observed, &state, attempt.as_ref());
         if let Err(e) = self.store().record(&state, attempt) {
             tracing::error!("recording the attempt: {e}");
         }
@@ -458,6 +462,7 @@ struct Extra {
     pruned: usize,
     prune_refused: bool,
     health: Option<Health>,
+    unhealthy: Vec<crate::targets::ObjectHealth>,
     reason: String,
 }
 

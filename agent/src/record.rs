@@ -9,7 +9,7 @@ use drover_proto::object::ObjectRef;
 use serde::{Deserialize, Serialize};
 
 use crate::private;
-use crate::targets::{Health, ObjectOutcome};
+use crate::targets::{Health, ObjectHealth, ObjectOutcome};
 
 /// Attempts kept in the history.
 pub const HISTORY_CAP: usize = 100;
@@ -99,6 +99,9 @@ pub struct Attempt {
     /// Per-object outcomes (apply then prune).
     #[serde(default)]
     pub objects: Vec<ObjectOutcome>,
+    /// Objects the wait stage found not healthy (the first few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unhealthy: Vec<ObjectHealth>,
 }
 
 /// What is applied for one source.

@@ -18,6 +18,7 @@ use crate::pipeline::Pipeline;
 use crate::shared::Shared;
 use crate::plan::Policy;
 use crate::record::{AttemptResult, Store};
+use crate::report::{Observed, Reporter};
 use crate::resolve::Source;
 use crate::status::Status;
 use crate::targets::Target;
@@ -75,6 +76,18 @@ fn set_role(shared: &Shared, role: &str) {
     shared.metrics.role(role);
 }
 
+/// The fleet reporter of the settings (`None`: reporting is off).
+fn reporter(settings: &Settings, client: &RegistryClient) -> anyhow::Result<Option<Reporter>> {
+    let Some(rs) = &settings.report else {
+        tracing::info!("fleet reports off (no --cluster-name, or --no-report)");
+        return Ok(None);
+    };
+    let repo = crate::report::open_repository(rs, client).with_context(|| format!("opening the reports repository {} (--report-to)", rs.to))?;
+    let r = Reporter::new(repo, rs.clone());
+    tracing::info!(to = %r.describe(), interval = ?rs.interval, "fleet reports on");
+    Ok(Some(r))
+}
+
 /// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let trust = if settings.insecure_skip_verify {
@@ -92,8 +105,13 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
     let target = open_target(&settings).await?;
     let mut status = Status { source: settings.source.clone(), target: target.describe(), role: "single".into(), ..Default::default() };
-    status.set_state(&store.source(&settings.source)?);
-    let shared = Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone() });
+    let state = store.source(&settings.source)?;
+    status.set_state(&state);
+    let observed = Mutex::new(Observed::default());
+    crate::report::observe(&observed, &state, None);
+    let shared =
+        Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed });
+    let mut reporter = reporter(&settings, &client)?;
     set_role(&shared, "single");
     let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("cannot listen on {} (--listen)", settings.listen))?;
     let app = crate::serve::router(shared.clone());
@@ -161,6 +179,14 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         };
         let Some(out) = outcome else { break 0 };
         crate::memory::trim();
+        if let Some(r) = reporter.as_mut() {
+            let obs = shared.observed.lock().expect("observed lock").clone();
+            if once {
+                r.flush(&obs).await;
+            } else {
+                r.after_cycle(&obs);
+            }
+        }
         if once {
             break match out.result {
                 AttemptResult::Applied | AttemptResult::Unchanged if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,

@@ -109,7 +109,13 @@ pub fn credentials_for(registry: &str, explicit: Option<&HostCredentials>) -> Re
 /// when there is no file or no entry; a malformed file is an error naming it.
 pub fn docker_config_credentials(registry: &str) -> Result<Option<Credentials>, String> {
     let Some(path) = docker_config_path() else { return Ok(None) };
-    let text = match std::fs::read_to_string(&path) {
+    docker_config_credentials_in(&path, registry)
+}
+
+/// Like [`docker_config_credentials`] from the Docker config file `path` (e.g. a mounted
+/// `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`).
+pub fn docker_config_credentials_in(path: &std::path::Path, registry: &str) -> Result<Option<Credentials>, String> {
+    let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read Docker config {}: {e}", path.display())),
