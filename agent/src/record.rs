@@ -30,7 +30,7 @@ pub enum RecordError {
     /// A stored value is unreadable.
     #[error(
         "state database {path}: the record of {what} is corrupt ({message}); to recover, stop the agent and move {path} aside: \
-         a new state directory starts over (the kube target takes its floor and inventory from the cluster; \
+         a new database starts over (the kube target takes its floor and inventory from the cluster; \
          the dir target re-applies the channel's current bundle)"
     )]
     Corrupt {
@@ -303,9 +303,9 @@ mod tests {
         store.sources.insert(b"reg/fleet/edge:prod", &b"{\"source\": 7"[..]).unwrap();
         let e = store.source("reg/fleet/edge:prod").unwrap_err().to_string();
         assert!(e.contains("source reg/fleet/edge:prod"), "{e}");
-        assert!(e.contains("EOF while parsing"), "the parser's message is kept: {e}");
+        assert!(e.contains("expected a string at line 1 column 12"), "the parser's message is kept: {e}");
         assert!(e.contains("move") && e.contains(&dir.path().join("db").display().to_string()), "says how to recover: {e}");
         let e = store.sources().unwrap_err().to_string();
-        assert!(e.contains("EOF while parsing"), "{e}");
+        assert!(e.contains("expected a string"), "{e}");
     }
 }
