@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod fetch;
 pub mod fleetsim;
+pub mod hold;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
@@ -75,6 +76,24 @@ pub fn main_entry() -> i32 {
             }
             Command::Status(q) => query::status(q).await.map(|_| 0),
             Command::History(q) => query::history(q).await.map(|_| 0),
+            Command::Hold(a) => {
+                let h = hold::hold(&a.state_dir, &a.reason)?;
+                match a.output {
+                    cli::Output::Json => println!("{}", serde_json::to_string_pretty(&h)?),
+                    cli::Output::Table => println!(
+                        "held since {}: {}\nthe agent on {} applies nothing from its next poll on (it still polls, verifies and reports); `drover-agent release --state-dir {}` ends the hold",
+                        h.since, h.reason, a.state_dir.display(), a.state_dir.display()
+                    ),
+                }
+                Ok(0)
+            }
+            Command::Release(a) => {
+                match hold::release(&a.state_dir)? {
+                    Some(_) => println!("released: the agent on {} applies the newest verified bundle on its next poll", a.state_dir.display()),
+                    None => println!("{} was not held by a hold file (a drover.dev/hold annotation is removed with kubectl)", a.state_dir.display()),
+                }
+                Ok(0)
+            }
         }
     });
     match result {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use drover_proto::auth::docker_config_credentials_in;
+use drover_proto::auth::{docker_config_credentials_in, HostCredentials};
 use drover_proto::report::{self, FailingObject, LastAttempt, Report, ReportHealth, MAX_FAILING};
 use drover_proto::time::now_rfc3339;
 use drover_proto::{Reference, RegistryClient, RegistryOptions, Repo, StoreError};
@@ -42,6 +42,13 @@ pub struct Observed {
     pub objects: BTreeMap<String, u64>,
     /// Its first failing or unhealthy objects.
     pub failing: Vec<FailingObject>,
+    /// The hold in force, with the verified bundle waiting ([`observe_hold`]).
+    pub held: Option<crate::hold::Held>,
+}
+
+/// The hook where the hold gate is read (every poll): keeps the hold for the next report.
+pub fn observe_hold(observed: &Mutex<Observed>, held: Option<&crate::hold::Held>) {
+    observed.lock().expect("observed lock").held = held.cloned();
 }
 
 /// The hook where attempts are recorded: keeps what the next report will say.
@@ -84,6 +91,7 @@ pub fn open_repository(settings: &ReportSettings, client: &RegistryClient) -> Re
                 tracing::warn!("--report-docker-config {} does not exist: pushing reports anonymously", path.display());
                 None
             };
+            let credentials = credentials.map(|credentials| HostCredentials { registry: r.registry.clone(), credentials });
             RegistryClient::new(RegistryOptions { credentials, ..client.options().clone() })?
         }
         _ => client.clone(),
@@ -144,6 +152,11 @@ impl Reporter {
             }),
             objects: obs.objects.clone(),
             failing: obs.failing.clone(),
+            held: obs.held.as_ref().map(|h| report::ReportHold {
+                reason: report::clip(&h.reason),
+                since: h.since.clone(),
+                waiting_digest: h.waiting_digest.clone(),
+            }),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             reported_at: now_rfc3339(),
         }

@@ -137,6 +137,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         settings.health_timeout,
         shared.clone(),
     );
+    pipeline.hold = crate::hold::Gate::new(&settings.state_dir);
     let critical = pipeline.critical.clone();
     let mut election = match &settings.leader_election {
         Some((namespace, name, duration)) => {
@@ -189,7 +190,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         }
         if once {
             break match out.result {
-                AttemptResult::Applied | AttemptResult::Unchanged if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
+                AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
                 _ => 1,
             };
         }

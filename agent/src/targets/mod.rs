@@ -295,6 +295,16 @@ pub struct TargetRecord {
     pub inventory: Vec<ObjectRef>,
 }
 
+/// A hold the target keeps (the kube target: the `drover.dev/hold` annotation on the
+/// agent's state ConfigMap, see [`crate::hold`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TargetHold {
+    /// The operator's reason (the annotation's value).
+    pub reason: String,
+    /// Since when (RFC 3339), when the target can tell.
+    pub since: Option<String>,
+}
+
 /// What deleting one Namespace would take with it (prune safety).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamespaceContents {
@@ -368,6 +378,13 @@ pub trait Target: Send + Sync {
     /// The record this target keeps for `source`; `Ok(None)` when it keeps none.
     /// Default: the target keeps no record.
     fn read_record<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetRecord>, TargetError>> {
+        let _ = source;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// The operator's hold on `source` kept on the target, `Ok(None)` when there is none.
+    /// Read on every poll ([`crate::hold::Gate`]). Default: the target keeps no hold.
+    fn read_hold<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetHold>, TargetError>> {
         let _ = source;
         Box::pin(async { Ok(None) })
     }

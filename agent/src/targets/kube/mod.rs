@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use self::cluster::{KubeOptions, KubeTarget};
 use drover_proto::object::ObjectRef;
 
-use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, NamespaceContents, PruneReport, PruneRequest, Target, TargetError, TargetRecord};
+use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, NamespaceContents, PruneReport, PruneRequest, Target, TargetError, TargetHold, TargetRecord};
 
 impl Target for KubeTarget {
     fn describe(&self) -> String {
@@ -67,6 +67,10 @@ impl Target for KubeTarget {
 
     fn read_record<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetRecord>, TargetError>> {
         Box::pin(state::read(self, source))
+    }
+
+    fn read_hold<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetHold>, TargetError>> {
+        Box::pin(state::read_hold(self, source))
     }
 
     fn write_record<'a>(&'a self, record: &'a TargetRecord) -> BoxFuture<'a, Result<(), TargetError>> {
