@@ -253,6 +253,18 @@ impl Held {
     }
 }
 
+/// The hold shown by `drover-agent status` when no agent answers: the hold file of
+/// `state_dir`, waiting for the digest of the last attempt when it was held.
+pub fn offline(state_dir: Option<&Path>, state: &crate::record::SourceState) -> Option<Held> {
+    let hold = read_file(state_dir?).ok().flatten()?;
+    let waiting = state
+        .last_attempt
+        .as_ref()
+        .filter(|a| a.result == crate::record::AttemptResult::Held && a.digest != state.applied_digest)
+        .and_then(|a| Some((a.digest.clone()?, a.sequence?)));
+    Some(Held::new(hold, waiting.as_ref()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,6 +126,13 @@ fn a_hold_file_that_is_not_a_hold_holds() {
     run_ok("drover-agent", &["release", "--state-dir", &fx.state()], &[]);
     assert_eq!(fx.once(&[]).code, 0);
     assert_eq!(fx.status()["appliedDigest"], v1.as_str());
+    // Offline status (no agent running) shows a hold file's hold and the waiting bundle.
+    run_ok("drover-agent", &["hold", "--state-dir", &fx.state(), "--reason", "audit"], &[]);
+    let v2 = fx.push(&objs(&[cm("app", "a", "2")]), 2, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    let st = fx.status();
+    assert_eq!((st["held"]["reason"].as_str(), st["held"]["waitingDigest"].as_str()), (Some("audit"), Some(v2.as_str())), "{st:#}");
+    assert_eq!(st["appliedDigest"], v1.as_str());
     // Usage errors: no reason, a state directory that does not exist.
     let out = run("drover-agent", &["hold", "--state-dir", &fx.state(), "--reason", " "], &[]);
     assert_eq!(out.code, 2, "{}", out.stderr);
