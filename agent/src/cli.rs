@@ -1,4 +1,4 @@
-//! The command line: `drover-agent run | status | history | hold | release`.
+//! The command line: `drover-agent run | status | history | hold | release | plan`.
 
 use std::path::PathBuf;
 
@@ -28,6 +28,23 @@ pub enum Command {
     Hold(HoldArgs),
     /// Release a hold: the next poll applies the newest verified bundle.
     Release(ReleaseArgs),
+    /// Show what applying the newest verified bundle would do, changing nothing
+    /// (exit 0: nothing would change, 3: something would, 1: refused or would fail).
+    Plan(Box<PlanArgs>),
+}
+
+/// Flags of `plan`: the same settings as `run` (flags, environment, `--config`).
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// YAML config file (camelCase fields, same names as the flags).
+    #[arg(long, env = "DROVER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The settings given on the command line or in the environment.
+    #[command(flatten)]
+    pub settings: ConfigLayer,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// Flags of `hold`.

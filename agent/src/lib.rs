@@ -9,6 +9,7 @@ pub mod admit;
 pub mod apply;
 pub mod cli;
 pub mod config;
+pub mod diff;
 pub mod fetch;
 pub mod fleetsim;
 pub mod hold;
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod order;
 pub mod pipeline;
 pub mod plan;
+pub mod preview;
 pub mod private;
 pub mod prune;
 pub mod query;
@@ -73,6 +75,28 @@ pub fn main_entry() -> i32 {
                 let settings = Settings::merge(settings, file)?;
                 init_logs(settings.log_format);
                 run::run(settings, once).await
+            }
+            Command::Plan(args) => {
+                let cli::PlanArgs { config, settings, output } = *args;
+                let file = match &config {
+                    Some(p) => ConfigLayer::load(p)?,
+                    None => ConfigLayer::default(),
+                };
+                let settings = Settings::merge(settings, file)?;
+                init_logs(settings.log_format);
+                Ok(match preview::plan(&settings).await? {
+                    preview::Planned::Refused { stage, message } => {
+                        eprintln!("error: {stage}: {message}");
+                        1
+                    }
+                    preview::Planned::Plan(p) => {
+                        match output {
+                            cli::Output::Json => println!("{}", serde_json::to_string_pretty(&p)?),
+                            cli::Output::Table => print!("{}", p.to_text()),
+                        }
+                        if p.fails() { 1 } else if p.changes { 3 } else { 0 }
+                    }
+                })
             }
             Command::Status(q) => query::status(q).await.map(|_| 0),
             Command::History(q) => query::history(q).await.map(|_| 0),
