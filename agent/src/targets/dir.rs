@@ -185,26 +185,26 @@ impl DirTarget {
     }
 
     /// The file prune may delete for `id`, or the outcome that says why not.
-    fn prune_verdict(&self, id: &ObjectRef, source: &str) -> Result<PathBuf, ObjectOutcome> {
+    fn prune_verdict(&self, id: &ObjectRef, source: &str) -> Result<PathBuf, (Action, String)> {
         let Some(rel) = Self::safe_rel(&id.bundle_path()) else {
-            return Err(ObjectOutcome::with(id.clone(), Action::Refused, "unsafe path"));
+            return Err((Action::Refused, "unsafe path".into()));
         };
         let file = self.root.join(&rel);
         let data = match fs::read(&file) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(ObjectOutcome::with(id.clone(), Action::Kept, "already gone"));
+                return Err((Action::Kept, "already gone".into()));
             }
-            Err(e) => return Err(ObjectOutcome::with(id.clone(), Action::Failed, format!("{}: {e}", file.display()))),
+            Err(e) => return Err((Action::Failed, format!("{}: {e}", file.display()))),
         };
         if let Ok(v) = drover_proto::bundle::parse_single_object(&data) {
             let ann = |k: &str| v.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(|x| x.as_str()).map(str::to_string);
             if ann(media::ANN_OBJ_PRUNE).as_deref() == Some("disabled") {
-                return Err(ObjectOutcome::with(id.clone(), Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE)));
+                return Err((Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE)));
             }
             if let Some(owner) = ann(media::ANN_OBJ_SOURCE) {
                 if owner != source {
-                    return Err(ObjectOutcome::with(id.clone(), Action::Refused, format!("owned by source {owner}")));
+                    return Err((Action::Refused, format!("owned by source {owner}")));
                 }
             }
         }
@@ -214,7 +214,7 @@ impl DirTarget {
     fn prune_one(&self, id: &ObjectRef, source: &str) -> ObjectOutcome {
         let file = match self.prune_verdict(id, source) {
             Ok(f) => f,
-            Err(o) => return o,
+            Err((action, message)) => return ObjectOutcome::with(id.clone(), action, message),
         };
         match fs::remove_file(&file) {
             Ok(()) => {
@@ -263,9 +263,9 @@ impl DirTarget {
             .iter()
             .map(|id| match self.prune_verdict(id, &req.source) {
                 Ok(_) => ObjectPlan::with(id.clone(), PlanAction::Prune, ""),
-                Err(o) if o.message == "already gone" => ObjectPlan::with(id.clone(), PlanAction::Unchanged, "already gone"),
-                Err(o) if o.action == Action::Failed => ObjectPlan::with(id.clone(), PlanAction::Failed, o.message),
-                Err(o) => ObjectPlan::with(id.clone(), PlanAction::PruneRefused, o.message),
+                Err((_, m)) if m == "already gone" => ObjectPlan::with(id.clone(), PlanAction::Unchanged, m),
+                Err((Action::Failed, m)) => ObjectPlan::with(id.clone(), PlanAction::Failed, m),
+                Err((_, m)) => ObjectPlan::with(id.clone(), PlanAction::PruneRefused, m),
             })
             .collect()
     }

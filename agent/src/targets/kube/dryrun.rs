@@ -131,8 +131,8 @@ pub(super) async fn plan_prune(t: &KubeTarget, req: &PruneRequest) -> Vec<Object
 async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectPlan {
     match verdict(t, id, source).await {
         Ok(_) => ObjectPlan::with(id.clone(), PlanAction::Prune, ""),
-        Err(o) if o.message.starts_with("already gone") => ObjectPlan::with(id.clone(), PlanAction::Unchanged, o.message),
-        Err(o) if o.action == crate::targets::Action::Failed => ObjectPlan::with(id.clone(), PlanAction::Failed, o.message),
-        Err(o) => ObjectPlan::with(id.clone(), PlanAction::PruneRefused, o.message),
+        Err((_, m)) if m.starts_with("already gone") => ObjectPlan::with(id.clone(), PlanAction::Unchanged, m),
+        Err((crate::targets::Action::Failed, m)) => ObjectPlan::with(id.clone(), PlanAction::Failed, m),
+        Err((_, m)) => ObjectPlan::with(id.clone(), PlanAction::PruneRefused, m),
     }
 }

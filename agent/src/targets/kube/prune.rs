@@ -37,8 +37,8 @@ pub(super) async fn prune(t: &KubeTarget, req: &PruneRequest) -> PruneReport {
 
 /// The object prune may delete (its API and live UID), or the outcome that says why not:
 /// gone already, `drover.dev/prune: disabled`, not this source's, unreadable.
-pub(super) async fn verdict(t: &KubeTarget, id: &ObjectRef, source: &str) -> Result<(Api<DynamicObject>, Option<String>), ObjectOutcome> {
-    let outcome = |a: Action, m: String| ObjectOutcome::with(id.clone(), a, m);
+pub(super) async fn verdict(t: &KubeTarget, id: &ObjectRef, source: &str) -> Result<(Api<DynamicObject>, Option<String>), (Action, String)> {
+    let outcome = |a: Action, m: String| (a, m);
     let res = match t.resolver.resolve(&id.api_version, &id.kind).await {
         Ok(r) => r,
         Err(ResolveError::Unknown(m)) => return Err(outcome(Action::Kept, format!("already gone: {m}"))),
@@ -63,7 +63,7 @@ async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcom
     let outcome = |a: Action, m: String| ObjectOutcome::with(id.clone(), a, m);
     let (api, uid) = match verdict(t, id, source).await {
         Ok(v) => v,
-        Err(o) => return o,
+        Err((action, message)) => return outcome(action, message),
     };
     let mut params = DeleteParams::background();
     params.preconditions = Some(Preconditions { uid, resource_version: None });
