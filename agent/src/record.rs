@@ -54,6 +54,9 @@ pub enum AttemptResult {
     Rejected,
     /// Something failed (registry, target); nothing that was applied is lost.
     Failed,
+    /// The agent is held ([`crate::hold`]): the verified bundle (or the due resync) was
+    /// not applied; nothing changed on the target.
+    Held,
 }
 
 impl std::fmt::Display for AttemptResult {
