@@ -28,9 +28,12 @@ pub mod unpack;
 pub mod verify;
 pub mod wait;
 
+use std::io::Write;
+
+use anyhow::Context;
 use clap::Parser;
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::{Cli, Command, Output, RunArgs};
 use crate::config::{ConfigLayer, LogFormat, Settings};
 
 fn init_logs(format: LogFormat) {
@@ -50,8 +53,8 @@ pub fn main_entry() -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return 2;
+            let _ = writeln!(std::io::stderr(), "error: cannot start the runtime: {e}");
+            return 1;
         }
     };
     let result = rt.block_on(async move {
@@ -66,15 +69,35 @@ pub fn main_entry() -> i32 {
                 init_logs(settings.log_format);
                 run::run(settings, once).await
             }
-            Command::Status(q) => query::status(q).await.map(|_| 0),
-            Command::History(q) => query::history(q).await.map(|_| 0),
+            Command::Status(q) => {
+                let st = query::status(&q).await?;
+                let text = match q.output {
+                    Output::Json => serde_json::to_string_pretty(&st)? + "\n",
+                    Output::Table => st.to_text(),
+                };
+                cli::print(&text).context("writing to stdout")?;
+                Ok(0)
+            }
+            Command::History(q) => {
+                let h = query::history(&q).await?;
+                if let Some(n) = &h.notice {
+                    let _ = writeln!(std::io::stderr(), "note: {n}");
+                }
+                let text = match q.output {
+                    Output::Json => serde_json::to_string_pretty(&h.attempts)? + "\n",
+                    Output::Table => query::history_text(&h.attempts),
+                };
+                cli::print(&text).context("writing to stdout")?;
+                Ok(0)
+            }
         }
     });
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            2
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            // Usage and configuration errors are 2; everything else failed (1).
+            if e.downcast_ref::<config::ConfigError>().is_some() { 2 } else { 1 }
         }
     }
 }

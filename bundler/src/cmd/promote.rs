@@ -4,12 +4,13 @@
 //! destination's sequence, never mixes cluster types or environments.
 
 use anyhow::Context;
-use drover_proto::channel::promote::promote;
+use drover_proto::channel::promote::{promote, Promoted};
+use serde::Serialize;
 use drover_proto::digest::is_valid_digest;
 use drover_proto::reference::valid_tag;
 use drover_proto::{Reference, Repo};
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{warn, Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::open_reference;
 use crate::trustargs::TrustArgs;
@@ -31,7 +32,7 @@ pub struct Args {
 }
 
 /// Runs `drover promote`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
     let policy = args.trust.policy()?;
     let client = args.registry.client()?;
     let (src, src_lookup, _) = open_reference(&args.source, &client, false)?;
@@ -58,25 +59,36 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let done = promote(&src, &src_lookup, &dst, &dst_tag, &policy)
         .await
         .with_context(|| format!("promoting {} to {destination} (nothing moved)", args.source))?;
-    match out {
-        OutputFormat::Json => {
-            let mut doc = serde_json::to_value(&done)?;
-            doc["source"] = serde_json::json!(args.source);
-            doc["destination"] = serde_json::json!(destination);
-            print_json(&doc)?
-        }
-        OutputFormat::Table => print_table(
+    if let Some(note) = &done.untrusted_previous {
+        warn(format_args!("{note}; replaced it"));
+    }
+    Ok(PromoteReport { source: args.source, destination, promoted: done })
+}
+
+/// What `promote` did.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromoteReport {
+    /// The source as given.
+    pub source: String,
+    /// The destination tag, in full.
+    pub destination: String,
+    /// What moved (digest, sequence, previous, copies).
+    #[serde(flatten)]
+    pub promoted: Promoted,
+}
+
+impl Report for PromoteReport {
+    fn write_text(&self, out: &mut Text) {
+        let done = &self.promoted;
+        out.table(
             &["DESTINATION", "DIGEST", "SEQUENCE", "PREVIOUS"],
             &[vec![
-                destination,
+                self.destination.clone(),
                 done.digest.clone(),
                 done.sequence.to_string(),
                 done.previous.as_ref().map(|p| format!("{} (sequence {})", p.digest, p.sequence)).unwrap_or_else(|| "-".into()),
             ]],
-        ),
+        );
     }
-    if let Some(note) = &done.untrusted_previous {
-        eprintln!("warning: {note}; replaced it");
-    }
-    Ok(())
 }

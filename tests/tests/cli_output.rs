@@ -1,0 +1,56 @@
+//! The CLI speaks one language (issue 17, items 1 and 7): every command of both binaries
+//! ends quietly when its reader goes away (`drover inspect REF | head -1`), and every
+//! `-o json` document has camelCase field names, each once.
+
+mod cli_support;
+
+use cli_support::{key_problems, run_closed_stdout, World, ENV};
+use drover_tests::run;
+
+#[test]
+fn every_command_ends_quietly_on_a_closed_pipe() {
+    let w = World::new();
+    let mut failures = Vec::new();
+    for (i, format) in ["table", "json"].iter().enumerate() {
+        for (bin, mut args, code) in w.commands(i) {
+            args.extend(["-o".to_string(), format.to_string()]);
+            let out = run_closed_stdout(bin, &args, ENV);
+            if out.code != code || out.stderr.contains("panicked") || out.stderr.contains("Broken pipe") {
+                failures.push(format!("{bin} {}: exit {} (want {code}):\n{}", args.join(" "), out.code, out.stderr));
+            }
+        }
+    }
+    for (bin, sub) in [("drover", "inspect"), ("drover", "publish"), ("drover-agent", "run"), ("drover-agent", "status")] {
+        let out = run_closed_stdout(bin, &[sub.to_string(), "--help".to_string()], &[]);
+        if out.code != 0 || out.stderr.contains("panicked") {
+            failures.push(format!("{bin} {sub} --help: exit {}:\n{}", out.code, out.stderr));
+        }
+    }
+    assert!(failures.is_empty(), "commands that did not end quietly on a closed stdout:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn every_json_output_has_camel_case_keys_once() {
+    let w = World::new();
+    let mut failures = Vec::new();
+    for (bin, mut args, code) in w.commands(0) {
+        args.extend(["-o".to_string(), "json".to_string()]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(bin, &refs, ENV);
+        if out.code != code {
+            failures.push(format!("{bin} {}: exit {} (want {code}): {}", args.join(" "), out.code, out.stderr));
+            continue;
+        }
+        for p in key_problems(&out.stdout) {
+            failures.push(format!("{bin} {}: {p}", args[0]));
+        }
+    }
+    assert!(failures.is_empty(), "JSON output problems:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn key_checker_finds_duplicates_and_snake_case() {
+    // The checker itself: what serde_json::Value would silently merge.
+    let p = key_problems(r#"{"digest": "a", "ok": {"signed_by": 1, "annotations": {"a_b": 1}}, "digest": "b"}"#);
+    assert_eq!(p, vec!["$.ok.signed_by: not camelCase".to_string(), "$.digest: given twice".to_string()]);
+}
