@@ -59,7 +59,7 @@ fn messages_suggest_references_that_work() {
     let pinned = w.r(&format!("fleet/edge@{digest}"));
     let e = w.drover(&["export", &pinned, "--out", &w.s("x.tar")]);
     assert_eq!(e.code, 1);
-    assert!(!e.stderr.contains(&format!("{digest}:")), "export suggests a malformed reference: {}", e.stderr);
+    assert!(!e.stderr.contains(&format!("{digest}:prod")) && !e.stderr.contains(&format!("{digest}:TAG")), "export suggests a malformed reference: {}", e.stderr);
     assert!(e.stderr.contains(&w.r("fleet/edge:TAG")), "export suggests HOST/REPO:TAG: {}", e.stderr);
     assert!(!w.p("x.tar").exists());
 
@@ -70,6 +70,19 @@ fn messages_suggest_references_that_work() {
     assert!(b.stderr.contains(&format!("oci:{out_dir}")), "build says to write oci:DIR: {}", b.stderr);
     assert!(!b.stderr.contains("expected HOST"), "{}", b.stderr);
     assert!(!w.p("plain-dir").exists(), "nothing written");
+
+    // sign oci-archive: says how to sign it, and that works as written.
+    let archive = w.s("export.tar");
+    let s = run("drover", &["sign", &format!("oci-archive:{archive}:fleet/edge:prod"), "--key", &w.key(), "--trust-key", &w.pubkey()], ENV);
+    assert_eq!(s.code, 1, "{}", s.stderr);
+    assert!(s.stderr.contains(&format!("tar -xf {archive} -C DIR")) && s.stderr.contains("oci:DIR:fleet/edge:prod"), "{}", s.stderr);
+    let dir = w.s("extracted");
+    std::fs::create_dir(&dir).unwrap();
+    drover_tests::tool_ok("tar", &["-xf", &archive, "-C", &dir]);
+    let layout_ref = format!("oci:{dir}:fleet/edge:prod");
+    run_ok("drover", &["sign", &layout_ref, "--key", &w.key(), "--trust-key", &w.pubkey()], ENV);
+    run_ok("drover", &["export", &layout_ref, "--out", &w.s("again.tar")], ENV);
+    run_ok("drover", &["verify", &format!("oci-archive:{}:fleet/edge:prod", w.s("again.tar")), "--trust-key", &w.pubkey()], ENV);
 }
 
 /// Item 9: `build rendered/` on `drover render` output names the per-type directory.
@@ -160,13 +173,15 @@ fn forge_record(w: &World, env: &str, revision: &str) {
         "gateSkipped": false, "clusterTypes": {}
     })
     .to_string();
-    let put = |method: &str, path: &str, ct: &str, body: &[u8]| -> u16 {
+    // (status, Location header)
+    let http = |method: &str, path: &str, ct: &str, body: &[u8]| -> (u16, String) {
         let mut s = std::net::TcpStream::connect(&w.reg.addr).unwrap();
         write!(s, "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\n\r\n", w.reg.addr, body.len()).unwrap();
         s.write_all(body).unwrap();
         let mut buf = String::new();
         s.read_to_string(&mut buf).unwrap();
-        buf[9..12].parse().unwrap()
+        let location = buf.lines().find_map(|l| l.strip_prefix("Location: ")).unwrap_or_default().trim().to_string();
+        (buf[9..12].parse().unwrap(), location)
     };
     let digest = |b: &[u8]| {
         use sha2::Digest;
@@ -174,8 +189,12 @@ fn forge_record(w: &World, env: &str, revision: &str) {
     };
     let repo = "pub/drover-releases";
     for blob in [record.as_bytes(), b"{}"] {
-        let code = put("POST", &format!("/v2/{repo}/blobs/uploads/?digest={}", digest(blob)), "application/octet-stream", blob);
-        assert!(code == 201 || code == 202, "blob upload: {code}");
+        let (code, location) = http("POST", &format!("/v2/{repo}/blobs/uploads/"), "application/octet-stream", b"");
+        assert_eq!(code, 202, "upload start");
+        let path = location.split_once(&w.reg.addr).map(|(_, p)| p.to_string()).unwrap_or(location);
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let (code, _) = http("PUT", &format!("{path}{sep}digest={}", digest(blob)), "application/octet-stream", blob);
+        assert_eq!(code, 201, "blob upload");
     }
     let manifest = serde_json::json!({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -184,7 +203,7 @@ fn forge_record(w: &World, env: &str, revision: &str) {
         "layers": [{"mediaType": "application/vnd.oci.empty.v1+json", "digest": digest(b"{}"), "size": 2}]
     })
     .to_string();
-    let code = put("PUT", &format!("/v2/{repo}/manifests/{env}"), "application/vnd.oci.image.manifest.v1+json", manifest.as_bytes());
+    let (code, _) = http("PUT", &format!("/v2/{repo}/manifests/{env}"), "application/vnd.oci.image.manifest.v1+json", manifest.as_bytes());
     assert_eq!(code, 201, "manifest put");
     let _ = input;
 }

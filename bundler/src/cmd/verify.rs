@@ -38,6 +38,20 @@ pub struct KeyOutcome {
     pub reason: Option<String>,
 }
 
+/// A trusted key that signed the digest (each counted once).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchedKey {
+    /// Key fingerprint.
+    pub fingerprint: String,
+    /// Where the key was loaded from.
+    pub key: String,
+    /// Index of the first signature layer it verified.
+    pub layer: usize,
+    /// The payload's docker-reference (informational: bundles are relocated).
+    pub docker_reference: String,
+}
+
 /// The outcome for one signature layer.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -68,6 +82,8 @@ pub struct VerifyReport {
     /// The signature manifest that was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signature_reference: Option<String>,
+    /// The trusted keys that signed.
+    pub matched: Vec<MatchedKey>,
     /// Per trusted key.
     pub keys: Vec<KeyOutcome>,
     /// Per signature layer.
@@ -85,6 +101,19 @@ impl VerifyReport {
             satisfied: error.is_none() && v.is_some_and(|v| v.satisfied),
             threshold: v.map(|v| v.threshold).unwrap_or(threshold),
             signature_reference: v.map(|v| v.signature_reference.clone()),
+            matched: v
+                .map(|v| {
+                    v.matched
+                        .iter()
+                        .map(|m| MatchedKey {
+                            fingerprint: m.fingerprint.clone(),
+                            key: m.key.clone(),
+                            layer: m.layer,
+                            docker_reference: m.docker_reference.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
             keys: v
                 .map(|v| {
                     v.keys
@@ -119,8 +148,7 @@ impl Report for VerifyReport {
                 .collect();
             out.table(&["FINGERPRINT", "KEY", "RESULT", "REASON"], &rows);
         }
-        let matched = self.keys.iter().filter(|k| k.matched).count();
-        out.line(format!("{matched} of {} required key(s) signed {}", self.threshold, self.digest));
+        out.line(format!("{} of {} required key(s) signed {}", self.matched.len(), self.threshold, self.digest));
     }
 
     fn failure(&self) -> Option<String> {
