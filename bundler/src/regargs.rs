@@ -10,8 +10,9 @@ use drover_proto::{RegistryClient, RegistryOptions};
 /// `--plain-http`, `--ca-file`, `--username` + `--password-stdin`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RegistryArgs {
-    /// Talk plain HTTP to the registry (as oras --plain-http).
-    #[arg(long)]
+    /// Talk plain HTTP to the registry (as oras --plain-http); also DROVER_PLAIN_HTTP=true,
+    /// as for drover-agent.
+    #[arg(long, env = "DROVER_PLAIN_HTTP")]
     pub plain_http: bool,
     /// Extra CA certificate (PEM) to trust for the registry's TLS.
     #[arg(long, value_name = "PEM")]

@@ -54,3 +54,61 @@ fn key_checker_finds_duplicates_and_snake_case() {
     let p = key_problems(r#"{"digest": "a", "ok": {"signed_by": 1, "annotations": {"a_b": 1}}, "digest": "b"}"#);
     assert_eq!(p, vec!["$.ok.signed_by: not camelCase".to_string(), "$.digest: given twice".to_string()]);
 }
+
+/// `--help` of every command speaks one vocabulary: `--key` is a private signing key,
+/// `--trust-key` a trusted public key, `--env` an environment (`--environment` only as
+/// its alias), `-o/--output` everywhere a result is printed.
+#[test]
+fn help_speaks_one_vocabulary() {
+    let commands: Vec<(&str, Vec<&str>)> = [
+        "keygen", "render", "build", "push", "publish", "releases", "sign", "verify", "inspect", "pull", "diff", "promote", "rollback",
+        "export", "import",
+    ]
+    .iter()
+    .map(|c| ("drover", vec![*c]))
+    .chain([("drover-agent", vec!["run"]), ("drover-agent", vec!["status"]), ("drover-agent", vec!["history"])])
+    .collect();
+    let mut problems = Vec::new();
+    for (bin, sub) in &commands {
+        let mut args = sub.clone();
+        args.push("--help");
+        let help = drover_tests::run_ok(bin, &args, &[]).stdout;
+        // Each option: its first line (flag names) and its description up to the next option.
+        let mut options: Vec<(String, String)> = Vec::new();
+        for line in help.lines() {
+            let t = line.trim_start();
+            if t.starts_with('-') && line.len() - t.len() <= 6 {
+                options.push((t.split("  ").next().unwrap_or(t).to_string(), t.to_string()));
+            } else if let Some(last) = options.last_mut() {
+                last.1.push(' ');
+                last.1.push_str(t);
+            }
+        }
+        let name = format!("{bin} {}", sub.join(" "));
+        for (flags, text) in &options {
+            let text = text.to_lowercase();
+            if flags.starts_with("--key ") && !text.contains("private") {
+                problems.push(format!("{name}: --key is not described as a private key: {text}"));
+            }
+            if flags.starts_with("--trust-key") && !(text.contains("public") || text.contains("trusted")) {
+                problems.push(format!("{name}: --trust-key is not described as a trusted public key: {text}"));
+            }
+            if flags.starts_with("--environment") {
+                problems.push(format!("{name}: --environment is a flag of its own; it must be an alias of --env"));
+            }
+            for word in ["--public-key", "--pubkey", "--pub-key", "--signing-key", "--output-format", "--format "] {
+                if flags.contains(word) {
+                    problems.push(format!("{name}: {word} is not in the vocabulary"));
+                }
+            }
+            if flags.starts_with("--env ") && !text.contains("--environment") {
+                problems.push(format!("{name}: --env does not accept --environment: {text}"));
+            }
+        }
+        let prints = !(*bin == "drover-agent" && sub[0] == "run");
+        if prints && !options.iter().any(|(f, _)| f.starts_with("-o, --output")) {
+            problems.push(format!("{name}: no -o/--output"));
+        }
+    }
+    assert!(problems.is_empty(), "--help vocabulary:\n{}", problems.join("\n"));
+}
