@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::cmd;
+use crate::cmd::fleet::FleetCommand;
 use crate::output::{emit, LogFormat, OutputFormat};
 
 /// drover: build, sign and ship desired-state bundles to fleets of clusters.
@@ -57,6 +58,8 @@ pub enum Command {
     Export(cmd::export::Args),
     /// Verify and push the contents of an OCI archive into a registry.
     Import(cmd::import::Args),
+    /// The fleet as the agents' reports show it: status, wait for a ring, the fleet page.
+    Fleet(cmd::fleet::Args),
 }
 
 fn init_logs(format: LogFormat) {
@@ -104,5 +107,10 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Rollback(a) => emit(cmd::rollback::run(a).await, out),
         Command::Export(a) => emit(cmd::export::run(a).await, out),
         Command::Import(a) => emit(cmd::import::run(a).await, out),
+        Command::Fleet(a) => match a.command {
+            FleetCommand::Status(a) => emit(cmd::fleet::status::run(a).await, out),
+            FleetCommand::Wait(a) => emit(cmd::fleet::wait::run(a).await, out),
+            FleetCommand::View(a) => emit(cmd::fleet::view::run(a).await, out),
+        },
     }
 }

@@ -102,6 +102,11 @@ pub fn warn(message: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
 }
 
+/// Prints a progress or status line on stderr (never panics, even when stderr is closed).
+pub fn note(message: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
+}
+
 /// The human rendering of a report, built in memory and printed by [`emit`].
 #[derive(Debug, Default)]
 pub struct Text(pub String);

@@ -115,7 +115,7 @@ pub async fn run(args: Args) -> anyhow::Result<ImportReport> {
     if policy.is_none() {
         warn("no --trust-key: bundles are imported WITHOUT verifying who signed them (malformed signature layers are still dropped); pass --trust-key drover.pub");
     }
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.to])?;
 
     // 1. Read and check everything locally.
     let tmp = drover_proto::ocitar::extract(&args.file).with_context(|| format!("reading {}", args.file.display()))?;

@@ -15,3 +15,4 @@ pub mod rollback;
 pub mod export;
 pub mod import;
 pub mod releases;
+pub mod fleet;

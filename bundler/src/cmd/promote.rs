@@ -1,16 +1,19 @@
 //! `drover promote SRC DST_TAG|DST --trust-key PUB...`: verifies SRC, then points the
 //! destination tag at the same digest, copying bundle and verified signatures when the
 //! destination repository differs (`drover_proto::channel::promote`). Never lowers the
-//! destination's sequence, never mixes cluster types or environments.
+//! destination's sequence, never mixes cluster types or environments. With
+//! `--require-healthy` the health gate (`crate::fleet::gate`) must pass first.
 
 use anyhow::Context;
-use drover_proto::channel::promote::{promote, Promoted};
+use drover_proto::channel::promote::{promote, verified_source, Promoted};
 use serde::Serialize;
 use drover_proto::digest::is_valid_digest;
 use drover_proto::reference::valid_tag;
 use drover_proto::{Reference, Repo};
 
-use crate::output::{warn, Report, Text};
+use crate::cmd::fleet::args::{channel_of, gate, GateArgs};
+use crate::fleet::gate::Verdict;
+use crate::output::{note, warn, Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::open_reference;
 use crate::trustargs::TrustArgs;
@@ -29,12 +32,15 @@ pub struct Args {
     /// Registry connection flags.
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// The health gate (docs/fleet.md): promote only when the source channel's clusters are ready.
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// Runs `drover promote`.
 pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
     let policy = args.trust.policy()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.source, &args.destination])?;
     let (src, src_lookup, _) = open_reference(&args.source, &client, false)?;
     let src_lookup = src_lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add :TAG or @sha256:...)", args.source))?;
     // Destination: a bare tag in the source repository, or a full reference.
@@ -56,16 +62,33 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
         }
     };
     let destination = dst.describe(&dst_tag);
+    // With the gate, exactly the digest the gate judged is promoted (the tag may move meanwhile).
+    let mut verdict = None;
+    let src_lookup = match args.gate.rule(None)? {
+        Some(rule) => {
+            let channel = channel_of(&args.source, &src_lookup)?;
+            let head = verified_source(&src, &src_lookup, &policy).await.with_context(|| format!("promoting {} (nothing moved)", args.source))?;
+            let v = gate(&args.gate, &rule, &args.source, &channel, &head.digest, &head.config, &client).await?;
+            if !v.passed {
+                let refused = format!("refusing to promote {} to {destination} (nothing moved): {}", args.source, v.describe());
+                return Ok(PromoteReport { source: args.source, destination, promoted: false, moved: None, gate: Some(v), refused: Some(refused) });
+            }
+            note(format_args!("health gate passed: {}", v.describe()));
+            verdict = Some(v);
+            head.digest
+        }
+        None => src_lookup,
+    };
     let done = promote(&src, &src_lookup, &dst, &dst_tag, &policy)
         .await
         .with_context(|| format!("promoting {} to {destination} (nothing moved)", args.source))?;
     if let Some(note) = &done.untrusted_previous {
         warn(format_args!("{note}; replaced it"));
     }
-    Ok(PromoteReport { source: args.source, destination, promoted: done })
+    Ok(PromoteReport { source: args.source, destination, promoted: true, moved: Some(done), gate: verdict, refused: None })
 }
 
-/// What `promote` did.
+/// What `promote` did (or why the health gate refused it).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromoteReport {
@@ -73,14 +96,31 @@ pub struct PromoteReport {
     pub source: String,
     /// The destination tag, in full.
     pub destination: String,
-    /// What moved (digest, sequence, previous, copies).
+    /// False when the health gate refused (nothing moved).
+    pub promoted: bool,
+    /// What moved (digest, sequence, previous, copies); absent when nothing moved.
     #[serde(flatten)]
-    pub promoted: Promoted,
+    pub moved: Option<Promoted>,
+    /// The health gate's verdict (`--require-healthy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Verdict>,
+    /// Why nothing moved (the gate did not pass).
+    #[serde(skip)]
+    pub refused: Option<String>,
 }
 
 impl Report for PromoteReport {
+    fn failure(&self) -> Option<String> {
+        self.refused.clone()
+    }
+
     fn write_text(&self, out: &mut Text) {
-        let done = &self.promoted;
+        let Some(done) = &self.moved else {
+            if let Some(v) = &self.gate {
+                crate::cmd::fleet::wait::write_verdict(v, out);
+            }
+            return;
+        };
         out.table(
             &["DESTINATION", "DIGEST", "SEQUENCE", "PREVIOUS"],
             &[vec![

@@ -124,7 +124,7 @@ pub async fn run(args: Args) -> anyhow::Result<ReleasesReport> {
     let rref = RegistryRef::parse(&format!("{prefix}/{RELEASES_REPOSITORY}"))
         .with_context(|| format!("--registry {prefix:?} must be HOST[:PORT]/PATH, as given to drover publish"))?;
     let repository = rref.to_string();
-    let repo = Repo::Registry { client: args.registry_args.client()?, repo: rref };
+    let repo = Repo::Registry { client: args.registry_args.client_for(&[prefix])?, repo: rref };
     let tags = match &args.env {
         Some(e) => vec![e.clone()],
         None => match repo.tags().await {

@@ -159,7 +159,7 @@ impl Report for VerifyReport {
 /// Runs `drover verify`: the report says whether the policy is satisfied (exit 1 when not).
 pub async fn run(args: Args) -> anyhow::Result<VerifyReport> {
     let policy = args.trust.policy()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, false)?;
     let digest = resolve_digest(&repo, lookup.as_deref(), &args.reference).await?;
     let report = match verify(&repo, &digest, &policy).await {
