@@ -66,6 +66,7 @@ fn help_speaks_one_vocabulary() {
     ]
     .iter()
     .map(|c| ("drover", vec![*c]))
+    .chain([("drover", vec!["fleet", "status"]), ("drover", vec!["fleet", "wait"]), ("drover", vec!["fleet", "view"])])
     .chain([("drover-agent", vec!["run"]), ("drover-agent", vec!["status"]), ("drover-agent", vec!["history"])])
     .collect();
     let mut problems = Vec::new();

@@ -50,7 +50,7 @@ pub fn platform(root: &Path) {
 
 /// One world: a registry, a key pair, inputs, bundles in `fleet/edge` (prod-41, prod-42,
 /// both signed), `fleet/rb` (the same, for rollback), a publish of `dev` to `pub`, an
-/// export archive and an agent's state directory.
+/// export archive and an agent's state directory (its report in `fleet/drover-reports`).
 pub struct World {
     /// The registry.
     pub reg: Registry,
@@ -78,7 +78,8 @@ impl World {
         }
         w.drover_ok(&["publish", &w.s("platform"), "--env", "dev", "--registry", &w.r("pub"), "--key", &w.key(), "--revision", "r1"]);
         w.drover_ok(&["export", &w.r("fleet/edge:prod"), "--out", &w.s("export.tar")]);
-        let out = w.agent_once(&w.r("fleet/edge:prod"), "state", &[]);
+        // A reporting agent: its report in fleet/drover-reports feeds `drover fleet ...`.
+        let out = w.agent_once(&w.r("fleet/edge:prod"), "state", &["--cluster-name", "e1"]);
         assert_eq!(out.code, 0, "agent --once: {}", out.stderr);
         w
     }
@@ -149,6 +150,7 @@ impl World {
         let (scratch, pubprefix, record) = (self.r("fleet/scratch:dev"), self.r("pub"), self.r("pub/drover-releases:dev"));
         let (prod41, rb, imported) = (self.r("fleet/edge:prod-41"), self.r("fleet/rb:prod"), self.r("imported"));
         let state = self.s("state");
+        let (fleet, view_n) = (self.r("fleet"), self.s(&format!("fleet{n}.html")));
         v.push(("drover", vec!["keygen", "--out-dir", &keys_n], 0));
         v.push(("drover", vec!["render", &platform, "--env", "dev", "--out", &render_n], 0));
         v.push(("drover", vec!["build", &in41, "--out", &layout_n, "--sequence", "1"], 0));
@@ -166,6 +168,12 @@ impl World {
         v.push(("drover", vec!["rollback", &rb, "--to", "prod-41", "--key", &key, "--plain-http"], 0));
         v.push(("drover", vec!["export", &edge, "--out", &export_n, "--plain-http"], 0));
         v.push(("drover", vec!["import", &export, "--to", &imported, "--trust-key", &pubkey, "--plain-http"], 0));
+        v.push(("drover", vec!["fleet", "status", "--registry", &fleet, "--plain-http"], 0));
+        v.push(("drover", vec!["fleet", "view", "--registry", &fleet, "--out", &view_n, "--plain-http"], 0));
+        v.push(("drover", vec!["fleet", "wait", &edge, "--timeout", "1s", "--interval", "1s", "--plain-http"], 0));
+        // Refusals that still print a report: the gate holds (the soak is not over).
+        v.push(("drover", vec!["fleet", "wait", &edge, "--soak", "1h", "--timeout", "1s", "--interval", "1s", "--plain-http"], 1));
+        v.push(("drover", vec!["promote", &edge, "prod-ring9", "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "1h", "--plain-http"], 1));
         v.push(("drover-agent", vec!["status", "--state-dir", &state, "--endpoint", "http://127.0.0.1:9"], 0));
         v.push(("drover-agent", vec!["history", "--state-dir", &state, "--endpoint", "http://127.0.0.1:9"], 0));
         let _ = in42;
