@@ -2,7 +2,7 @@
 # The README's command walkthrough ("CLI reference by example"), run exactly as written
 # against local registries: keygen, render, build, push, sign, verify, inspect, pull,
 # diff, publish dev/staging/prod, releases, promote, rollback, export, import, and an
-# agent from the registry and from the archive, then status and history.
+# agent from the registry and from the archive, then status, history and fleet status.
 #
 # The block between the "walkthrough" markers below IS the README's block, line for
 # line; tests/tests/walkthrough.rs runs this script and fails when the two differ.
@@ -110,17 +110,20 @@ drover rollback "$REG/edge-small:prod" --to prod-41 --key keys/drover.key      #
 
 # air gap
 drover export "$REG/edge-small:prod-ring0" "$REG/cloud-standard:prod" --out prod.tar
-drover import prod.tar --to "$SOVEREIGN" --trust-key keys/drover.pub          # -> $SOVEREIGN/edge-small, $SOVEREIGN/cloud-standard
+drover import prod.tar --to "$SOVEREIGN" --trust-key keys/drover.pub --trust-key keys/second/drover.pub
+    # -> $SOVEREIGN/edge-small, $SOVEREIGN/cloud-standard; signatures no trusted key verifies are left out
 
 # one agent per cluster (here: one cycle into a directory), from a registry or the archive itself
 drover-agent run --once --source "$SOVEREIGN/edge-small:prod-ring0" --trust-key keys/drover.pub \
     --expect-cluster-type edge-small --expect-environment prod \
-    --target dir:clusters/edge-small --state-dir state/edge-small
+    --target dir:clusters/edge-small --state-dir state/edge-small \
+    --cluster-name factory-1     # reports to $SOVEREIGN/drover-reports after each poll
 drover-agent run --once --source "oci-archive:prod.tar:fleet/cloud-standard:prod" --trust-key keys/drover.pub \
     --expect-cluster-type cloud-standard --expect-environment prod \
     --target dir:clusters/cloud-standard --state-dir state/cloud-standard
 drover-agent status --state-dir state/edge-small       # the agent of this state directory
 drover-agent history --state-dir state/cloud-standard -o json   # the last 20 attempts (--limit N)
+drover fleet status --registry "$SOVEREIGN"         # every reporting cluster: sequence, health, last result
 # --- walkthrough end ---
 
 set +x

@@ -66,5 +66,10 @@ fn walkthrough_runs_as_written() {
     assert!(stdout.contains("release record (drover publish)"), "inspect of a release record: {stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("last attempt:") && l.contains("Applied")), "the edge-small agent applied: {stdout}");
     assert!(stdout.contains("\"result\": \"Applied\""), "the cloud-standard agent applied from the archive: {stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("edge-small.factory-1") && l.contains("Healthy")),
+        "fleet status shows the reporting agent: {stdout}"
+    );
+    assert!(!stderr.contains("left out"), "import keeps both signers' signatures: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
