@@ -1,4 +1,4 @@
-//! The command line: `drover-agent run | status | history`.
+//! The command line: `drover-agent run | status | history | hold | release | plan`.
 
 use std::path::PathBuf;
 
@@ -28,6 +28,52 @@ pub enum Command {
     Status(QueryArgs),
     /// Show the last attempts with per-object outcomes (same agent as status).
     History(QueryArgs),
+    /// Hold the agent: it keeps polling and verifying but applies nothing until released.
+    Hold(HoldArgs),
+    /// Release a hold: the next poll applies the newest verified bundle.
+    Release(ReleaseArgs),
+    /// Show what applying the newest verified bundle would do, changing nothing
+    /// (exit 0: nothing would change, 3: something would, 1: refused or would fail).
+    Plan(Box<PlanArgs>),
+}
+
+/// Flags of `plan`: the same settings as `run` (flags, environment, `--config`).
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// YAML config file (camelCase fields, same names as the flags).
+    #[arg(long, env = "DROVER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The settings given on the command line or in the environment.
+    #[command(flatten)]
+    pub settings: ConfigLayer,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `hold`.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    /// The agent's state directory (works while the agent runs).
+    #[arg(long, env = "DROVER_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// Why (shown in status, metrics' logs and fleet reports).
+    #[arg(long)]
+    pub reason: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The agent's state directory.
+    #[arg(long, env = "DROVER_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// Output format of `status` and `history`.
@@ -72,6 +118,16 @@ pub struct RunArgs {
     /// Serves HTTP only when --listen is given.
     #[arg(long)]
     pub once: bool,
+}
+
+/// Prints a command's result: `value` as JSON, or `text()` as the table.
+pub fn emit<T: serde::Serialize>(output: Output, value: &T, text: impl FnOnce() -> String) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let s = match output {
+        Output::Json => serde_json::to_string_pretty(value)? + "\n",
+        Output::Table => text(),
+    };
+    print(&s).context("writing to stdout")
 }
 
 /// Writes a command's result to stdout. A reader that went away (`| head -1`) is not an

@@ -126,6 +126,7 @@ pub async fn status(args: &QueryArgs) -> anyhow::Result<Status> {
                 },
             };
             st.set_state(&state);
+            st.held = crate::hold::offline(Some(&dir), &state);
             Ok(st)
         }
     }

@@ -67,7 +67,7 @@ fn help_speaks_one_vocabulary() {
     .iter()
     .map(|c| ("drover", vec![*c]))
     .chain([("drover", vec!["fleet", "status"]), ("drover", vec!["fleet", "wait"]), ("drover", vec!["fleet", "view"])])
-    .chain([("drover-agent", vec!["run"]), ("drover-agent", vec!["status"]), ("drover-agent", vec!["history"])])
+    .chain(["run", "status", "history", "plan", "hold", "release"].map(|c| ("drover-agent", vec![c])))
     .collect();
     let mut problems = Vec::new();
     for (bin, sub) in &commands {

@@ -174,6 +174,17 @@ impl World {
         // Refusals that still print a report: the gate holds (the soak is not over).
         v.push(("drover", vec!["fleet", "wait", &edge, "--soak", "1h", "--timeout", "1s", "--interval", "1s", "--plain-http"], 1));
         v.push(("drover", vec!["promote", &edge, "prod-ring9", "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "1h", "--plain-http"], 1));
+        let (target, reason) = (format!("dir:{}", self.s("state-target")), "a test hold");
+        v.push(("drover-agent", vec!["hold", "--state-dir", &state, "--reason", reason], 0));
+        v.push(("drover-agent", vec!["release", "--state-dir", &state], 0));
+        v.push((
+            "drover-agent",
+            vec![
+                "plan", "--source", &edge, "--plain-http", "--trust-key", &pubkey, "--expect-cluster-type", "edge", "--expect-environment", "prod",
+                "--target", &target, "--state-dir", &state,
+            ],
+            0,
+        ));
         v.push(("drover-agent", vec!["status", "--state-dir", &state, "--endpoint", "http://127.0.0.1:9"], 0));
         v.push(("drover-agent", vec!["history", "--state-dir", &state, "--endpoint", "http://127.0.0.1:9"], 0));
         let _ = in42;
