@@ -178,6 +178,7 @@ fn unchanged_resync_of_1000_objects_lists_once_per_kind_and_namespace_and_writes
     resync_writes_nothing(&env);
     let counts = fake.request_counts();
     let requests = fake.requests();
+    println!("requests of the unchanged resync: {:?}", counts.rows());
     let continued = |resource: &str| requests.iter().filter(|r| r.path.ends_with(&format!("/{resource}")) && r.query.contains("continue=")).count() as u64;
     // At most one LIST per (kind, namespace) holding the bundle's objects; pages after the
     // first (continue=) do not count against it.
