@@ -1,4 +1,4 @@
-//! The command line: `drover-agent run | status | history`.
+//! The command line: `drover-agent run | status | history | hold | release | plan`.
 
 use std::path::PathBuf;
 
@@ -24,6 +24,49 @@ pub enum Command {
     Status(QueryArgs),
     /// Show the last attempts with per-object outcomes.
     History(QueryArgs),
+    /// Hold the agent: it keeps polling and verifying but applies nothing until released.
+    Hold(HoldArgs),
+    /// Release a hold: the next poll applies the newest verified bundle.
+    Release(ReleaseArgs),
+    /// Show what applying the newest verified bundle would do, changing nothing
+    /// (exit 0: nothing would change, 3: something would, 1: refused or would fail).
+    Plan(Box<PlanArgs>),
+}
+
+/// Flags of `plan`: the same settings as `run` (flags, environment, `--config`).
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// YAML config file (camelCase fields, same names as the flags).
+    #[arg(long, env = "DROVER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The settings given on the command line or in the environment.
+    #[command(flatten)]
+    pub settings: ConfigLayer,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `hold`.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    /// The agent's state directory (works while the agent runs).
+    #[arg(long, env = "DROVER_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// Why (shown in status, metrics' logs and fleet reports).
+    #[arg(long)]
+    pub reason: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The agent's state directory.
+    #[arg(long, env = "DROVER_STATE_DIR")]
+    pub state_dir: PathBuf,
 }
 
 /// Output format of `status` and `history`.

@@ -9,14 +9,17 @@ pub mod admit;
 pub mod apply;
 pub mod cli;
 pub mod config;
+pub mod diff;
 pub mod fetch;
 pub mod fleetsim;
+pub mod hold;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
 pub mod order;
 pub mod pipeline;
 pub mod plan;
+pub mod preview;
 pub mod private;
 pub mod prune;
 pub mod query;
@@ -73,8 +76,48 @@ pub fn main_entry() -> i32 {
                 init_logs(settings.log_format);
                 run::run(settings, once).await
             }
+            Command::Plan(args) => {
+                let cli::PlanArgs { config, settings, output } = *args;
+                let file = match &config {
+                    Some(p) => ConfigLayer::load(p)?,
+                    None => ConfigLayer::default(),
+                };
+                let settings = Settings::merge(settings, file)?;
+                init_logs(settings.log_format);
+                Ok(match preview::plan(&settings).await? {
+                    preview::Planned::Refused { stage, message } => {
+                        eprintln!("error: {stage}: {message}");
+                        1
+                    }
+                    preview::Planned::Plan(p) => {
+                        match output {
+                            cli::Output::Json => println!("{}", serde_json::to_string_pretty(&p)?),
+                            cli::Output::Table => print!("{}", p.to_text()),
+                        }
+                        if p.fails() { 1 } else if p.changes { 3 } else { 0 }
+                    }
+                })
+            }
             Command::Status(q) => query::status(q).await.map(|_| 0),
             Command::History(q) => query::history(q).await.map(|_| 0),
+            Command::Hold(a) => {
+                let h = hold::hold(&a.state_dir, &a.reason)?;
+                match a.output {
+                    cli::Output::Json => println!("{}", serde_json::to_string_pretty(&h)?),
+                    cli::Output::Table => println!(
+                        "held since {}: {}\nthe agent on {} applies nothing from its next poll on (it still polls, verifies and reports); `drover-agent release --state-dir {}` ends the hold",
+                        h.since, h.reason, a.state_dir.display(), a.state_dir.display()
+                    ),
+                }
+                Ok(0)
+            }
+            Command::Release(a) => {
+                match hold::release(&a.state_dir)? {
+                    Some(_) => println!("released: the agent on {} applies the newest verified bundle on its next poll", a.state_dir.display()),
+                    None => println!("{} was not held by a hold file (a drover.dev/hold annotation is removed with kubectl)", a.state_dir.display()),
+                }
+                Ok(0)
+            }
         }
     });
     match result {

@@ -26,6 +26,7 @@ pub struct Metrics {
     verification_failures: Family<Labels, Counter>,
     health: Family<Labels, Gauge>,
     leader: Gauge,
+    held: Gauge,
 }
 
 impl Default for Metrics {
@@ -50,6 +51,7 @@ impl Metrics {
             verification_failures: Family::default(),
             health: Family::default(),
             leader: Gauge::default(),
+            held: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed)", m.polls.clone());
@@ -67,6 +69,7 @@ impl Metrics {
         registry.register("verification_failures", "Bundles refused, by reason", m.verification_failures.clone());
         registry.register("health", "Health of the applied state after the last apply (1 for the current state: Healthy, Progressing, Degraded)", m.health.clone());
         registry.register("leader", "1 when this agent leads its cluster or runs without leader election, 0 on standby", m.leader.clone());
+        registry.register("held", "1 while the agent is held (drover-agent hold, or the drover.dev/hold annotation): it applies nothing", m.held.clone());
         Metrics { registry, ..m }
     }
 
@@ -98,6 +101,11 @@ impl Metrics {
     /// Sets the role: `single` or `leader` → 1, `standby` → 0.
     pub fn role(&self, role: &str) {
         self.leader.set(i64::from(role != "standby"));
+    }
+
+    /// Sets `drover_held` (1 while held).
+    pub fn held(&self, held: bool) {
+        self.held.set(i64::from(held));
     }
 
     /// Counts object outcomes.

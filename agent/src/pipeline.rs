@@ -12,6 +12,7 @@ use std::time::Instant;
 use drover_proto::object::ObjectRef;
 use drover_proto::time::now_rfc3339;
 
+use crate::hold::{Gate, Held, Hold};
 use crate::metrics::Metrics;
 use crate::plan::Policy;
 use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
@@ -57,6 +58,11 @@ pub struct Pipeline {
     pub shared: Arc<Shared>,
     /// Set while the target is being changed (SIGTERM then waits for the cycle).
     pub critical: Arc<AtomicBool>,
+    /// The hold gate, read on every poll ([`crate::hold`]); the run loop points it at the
+    /// state directory.
+    pub hold: Gate,
+    /// The newest verified bundle not applied because of a hold: (digest, sequence).
+    waiting: Option<(String, u64)>,
     fingerprint: String,
     last_apply: Option<Instant>,
     rejected: Option<(String, &'static str)>,
@@ -97,6 +103,8 @@ impl Pipeline {
             health_timeout,
             shared,
             critical: Arc::new(AtomicBool::new(false)),
+            hold: Gate::default(),
+            waiting: None,
             last_apply: None,
             rejected: None,
         }
@@ -124,6 +132,11 @@ impl Pipeline {
             }
         };
         let resync_due = self.last_apply.is_none_or(|t| t.elapsed() >= self.resync);
+        let hold = self.hold.check(self.target.as_ref(), &name).await;
+        if hold.is_none() {
+            self.waiting = None;
+        }
+        self.show_hold(hold.as_ref());
         let digest = match resolve::resolve(&mut self.source).await {
             Ok(d) => d,
             Err(e) => {
@@ -132,7 +145,7 @@ impl Pipeline {
                     if fetch::from_cache(self.store(), &name, &applied).ok().flatten().is_some() {
                         tracing::warn!("{}; re-applying the cached bundle {applied}", e.message());
                         let note = format!("source unreachable ({}); re-applied the cached bundle", e.message());
-                        let mut out = self.process(applied, state, Some(note)).await;
+                        let mut out = self.process(applied, state, Some(note), hold).await;
                         out.unreachable = true;
                         return out;
                     }
@@ -144,7 +157,8 @@ impl Pipeline {
         };
         // The applied digest verified under another trust policy is re-verified now.
         let verified_now = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
-        if state.applied_digest.as_deref() == Some(digest.as_str()) && !resync_due && verified_now {
+        // While held, a due resync waits too (drift is left as it is).
+        if state.applied_digest.as_deref() == Some(digest.as_str()) && (!resync_due || hold.is_some()) && verified_now {
             tracing::debug!("{digest} unchanged");
             self.shared.metrics.poll("Unchanged");
             self.shared.ready.store(true, Ordering::Relaxed);
@@ -160,6 +174,12 @@ impl Pipeline {
             });
             return CycleOutcome { result: AttemptResult::Unchanged, unreachable: false };
         }
+        if hold.is_some() && self.waiting.as_ref().is_some_and(|w| w.0 == digest) {
+            // Verified already and still held: nothing new to check, nothing to apply.
+            self.shared.metrics.poll("Held");
+            self.publish(&state, |_| {});
+            return CycleOutcome { result: AttemptResult::Held, unreachable: false };
+        }
         if let Some((d, reason)) = &self.rejected {
             // A refused digest is not fetched again until resync, unless signatures may still arrive.
             if d == &digest && !resync_due && !matches!(*reason, "unsigned" | "signature") {
@@ -168,12 +188,56 @@ impl Pipeline {
                 return CycleOutcome { result: AttemptResult::Rejected, unreachable: false };
             }
         }
-        self.process(digest, state, None).await
+        self.process(digest, state, None, hold).await
+    }
+
+    /// Shows `hold` (with the waiting bundle) in status, metrics and the next report.
+    fn show_hold(&self, hold: Option<&Hold>) {
+        let held = hold.map(|h| Held::new(h.clone(), self.waiting.as_ref()));
+        self.shared.metrics.held(held.is_some());
+        crate::report::observe_hold(&self.shared.observed, held.as_ref());
+        self.shared.status.lock().expect("status lock").held = held;
+    }
+
+    /// The hook where a verified bundle (or a resync) would be applied while the agent is
+    /// held: nothing is applied; the bundle is remembered as waiting and the attempt
+    /// recorded (once per digest and reason).
+    fn held(&mut self, state: &SourceState, at: Attempted, hold: Hold, req: &ApplyRequest) -> CycleOutcome {
+        let what = if at.resync {
+            "the resync of the applied bundle is skipped (drift is not corrected)".to_string()
+        } else {
+            self.waiting = Some((req.digest.clone(), req.sequence));
+            format!("{} (sequence {}) is verified and waits for the release", req.digest, req.sequence)
+        };
+        self.show_hold(Some(&hold));
+        tracing::info!(by = %hold.by, reason = %hold.reason, "held: {what}");
+        let summary = AttemptSummary {
+            digest: Some(at.digest.clone()),
+            sequence: at.sequence,
+            result: AttemptResult::Held,
+            reason: format!("held by {}: {}; {what}", hold.by, hold.reason),
+            at: now_rfc3339(),
+        };
+        let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
+        let attempt = (!repeat).then(|| Attempt {
+            id: 0,
+            source: state.source.clone(),
+            summary: summary.clone(),
+            stage: at.stage.into(),
+            resync: at.resync,
+            drift: 0,
+            pruned: 0,
+            prune_refused: false,
+            health: None,
+            objects: Vec::new(),
+            unhealthy: Vec::new(),
+        });
+        self.save(state, summary, attempt, AttemptResult::Held, false)
     }
 
     /// Runs fetch..record for `digest`, with the floor and inventory raised by the
     /// target's record ([`recall`]).
-    async fn process(&mut self, digest: String, state: SourceState, note: Option<String>) -> CycleOutcome {
+    async fn process(&mut self, digest: String, state: SourceState, note: Option<String>, hold: Option<Hold>) -> CycleOutcome {
         let (state, recall_note) = recall::recall(self.target.as_ref(), state).await;
         let notes: Vec<String> = note.into_iter().chain(recall_note).collect();
         let resync = state.applied_digest.as_deref() == Some(digest.as_str());
@@ -215,6 +279,10 @@ impl Pipeline {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
+        if let Some(h) = hold {
+            at.stage = "hold";
+            return self.held(&state, at, h, &req);
+        }
         at.stage = "apply";
         self.critical.store(true, Ordering::SeqCst);
         let out = self.change(req, state, at, allow_mass_prune, notes).await;

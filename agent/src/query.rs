@@ -49,6 +49,7 @@ pub async fn status(args: QueryArgs) -> anyhow::Result<()> {
                 },
             };
             st.set_state(&state);
+            st.held = crate::hold::offline(args.state_dir.as_deref(), &state);
             st
         }
     };

@@ -42,6 +42,13 @@ pub struct Observed {
     pub objects: BTreeMap<String, u64>,
     /// Its first failing or unhealthy objects.
     pub failing: Vec<FailingObject>,
+    /// The hold in force, with the verified bundle waiting ([`observe_hold`]).
+    pub held: Option<crate::hold::Held>,
+}
+
+/// The hook where the hold gate is read (every poll): keeps the hold for the next report.
+pub fn observe_hold(observed: &Mutex<Observed>, held: Option<&crate::hold::Held>) {
+    observed.lock().expect("observed lock").held = held.cloned();
 }
 
 /// The hook where attempts are recorded: keeps what the next report will say.
@@ -145,6 +152,11 @@ impl Reporter {
             }),
             objects: obs.objects.clone(),
             failing: obs.failing.clone(),
+            held: obs.held.as_ref().map(|h| report::ReportHold {
+                reason: report::clip(&h.reason),
+                since: h.since.clone(),
+                waiting_digest: h.waiting_digest.clone(),
+            }),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             reported_at: now_rfc3339(),
         }

@@ -88,20 +88,37 @@ fn reporter(settings: &Settings, client: &RegistryClient) -> anyhow::Result<Opti
     Ok(Some(r))
 }
 
+/// The trust policy of the settings.
+pub fn trust(settings: &Settings) -> anyhow::Result<Trust> {
+    if settings.insecure_skip_verify {
+        tracing::warn!("--insecure-skip-verify: bundles are applied WITHOUT signature verification");
+        return Ok(Trust::SkipInsecure);
+    }
+    Ok(Trust::Policy(TrustPolicy::from_files(&settings.trust_keys, settings.threshold).context("loading --trust-key")?))
+}
+
+/// The registry client of the settings.
+pub fn registry_client(settings: &Settings) -> anyhow::Result<RegistryClient> {
+    RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), ..Default::default() }).context("registry client")
+}
+
+/// The plan policy of the settings.
+pub fn policy(settings: &Settings) -> Policy {
+    Policy {
+        allowed_namespaces: settings.allowed_namespaces.clone(),
+        allowed_cluster_kinds: settings.allowed_cluster_kinds.clone(),
+        denied_kinds: settings.denied_kinds.clone(),
+    }
+}
+
 /// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
-    let trust = if settings.insecure_skip_verify {
-        tracing::warn!("--insecure-skip-verify: bundles are applied WITHOUT signature verification");
-        Trust::SkipInsecure
-    } else {
-        Trust::Policy(TrustPolicy::from_files(&settings.trust_keys, settings.threshold).context("loading --trust-key")?)
-    };
+    let trust = trust(&settings)?;
     if settings.expect_cluster_type.is_none() || settings.expect_environment.is_none() {
         tracing::warn!("no --expect-cluster-type/--expect-environment: a signed bundle for any cluster type or environment is accepted");
     }
     let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
-    let client = RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), ..Default::default() })
-        .context("registry client")?;
+    let client = registry_client(&settings)?;
     let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
     let target = open_target(&settings).await?;
     let mut status = Status { source: settings.source.clone(), target: target.describe(), role: "single".into(), ..Default::default() };
@@ -126,17 +143,14 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         target,
         trust,
         Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() },
-        Policy {
-            allowed_namespaces: settings.allowed_namespaces.clone(),
-            allowed_cluster_kinds: settings.allowed_cluster_kinds.clone(),
-            denied_kinds: settings.denied_kinds.clone(),
-        },
+        policy(&settings),
         settings.field_manager.clone(),
         settings.max_prune_ratio,
         settings.resync,
         settings.health_timeout,
         shared.clone(),
     );
+    pipeline.hold = crate::hold::Gate::new(&settings.state_dir);
     let critical = pipeline.critical.clone();
     let mut election = match &settings.leader_election {
         Some((namespace, name, duration)) => {
@@ -189,7 +203,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         }
         if once {
             break match out.result {
-                AttemptResult::Applied | AttemptResult::Unchanged if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
+                AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
                 _ => 1,
             };
         }

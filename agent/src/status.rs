@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::hold::Held;
 use crate::record::{AttemptSummary, SourceState};
 use crate::targets::Health;
 
@@ -38,6 +39,10 @@ pub struct Status {
     pub last_poll_at: Option<String>,
     /// Registry errors in a row (backoff).
     pub consecutive_failures: u32,
+    /// Set while the agent is held (`drover-agent hold`, or the kube target's
+    /// `drover.dev/hold` annotation): why, since when, and the verified bundle waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
 }
 
 impl Status {
@@ -71,6 +76,13 @@ impl Status {
             self.applied_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
             or_none(&self.applied_at)
         );
+        if let Some(h) = &self.held {
+            out += &format!("held:          since {} by {}: {}\n", h.since, h.by, h.reason);
+            if let Some(d) = &h.waiting_digest {
+                let seq = h.waiting_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+                out += &format!("waiting:       {d} sequence {seq} (verified; applied on release)\n");
+            }
+        }
         out += &format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into()));
         out += &format!("inventory:     {} objects\n", self.inventory);
         if let Some(a) = &self.last_attempt {

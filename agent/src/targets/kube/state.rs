@@ -35,7 +35,8 @@ use sha2::Digest;
 
 use super::cluster::KubeTarget;
 use super::retry::with_retry;
-use crate::targets::{TargetError, TargetRecord};
+use crate::hold::ANN_HOLD;
+use crate::targets::{TargetError, TargetHold, TargetRecord};
 
 /// Field manager (and `app.kubernetes.io/managed-by` value) of the state ConfigMaps.
 pub const MANAGER: &str = "drover-agent";
@@ -174,6 +175,35 @@ fn remember(t: &KubeTarget, source: &str, rec: Option<&TargetRecord>) {
         Some(r) => records.insert(source.to_string(), durable(r)),
         None => records.remove(source),
     };
+}
+
+/// The `drover.dev/hold` annotation of the state ConfigMap of `source`: its value is the
+/// reason; since = the time of the managedFields entry that set it (the manager that
+/// annotated), when there is one. No ConfigMap (or no namespace): no hold. The agent's
+/// own writes (server-side apply, manager `drover-agent`) never own the annotation, so
+/// they leave it in place.
+pub(super) async fn read_hold(t: &KubeTarget, source: &str) -> Result<Option<TargetHold>, TargetError> {
+    let api: Api<ConfigMap> = Api::namespaced(t.own.clone(), &t.opts.state_namespace);
+    let name = configmap_name(source);
+    let cm = match with_retry(&t.opts.retry, || api.get_opt(&name)).await {
+        Ok(Some(cm)) => cm,
+        Ok(None) => return Ok(None),
+        Err(f) if f.not_found() => return Ok(None),
+        Err(f) => return Err(TargetError::Record(format!("{}: {}", describe(t, source), f.message))),
+    };
+    Ok(hold_of(&cm))
+}
+
+/// The hold an annotated state ConfigMap carries.
+pub fn hold_of(cm: &ConfigMap) -> Option<TargetHold> {
+    let reason = cm.metadata.annotations.as_ref()?.get(ANN_HOLD)?.clone();
+    let key = format!("f:{ANN_HOLD}");
+    let since = cm.metadata.managed_fields.iter().flatten().find_map(|m| {
+        let fields = &m.fields_v1.as_ref()?.0;
+        fields.pointer("/f:metadata/f:annotations")?.get(&key)?;
+        m.time.as_ref().map(|t| t.0.to_string())
+    });
+    Some(TargetHold { reason, since })
 }
 
 /// Writes `rec` (server-side apply, field manager `drover-agent`, the agent's identity).
