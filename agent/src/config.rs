@@ -104,7 +104,8 @@ pub struct ConfigLayer {
     /// Refuse to prune more than this fraction of the inventory (unless the bundle opts in).
     #[arg(long, env = "DROVER_MAX_PRUNE_RATIO")]
     pub max_prune_ratio: Option<f64>,
-    /// Address of the HTTP server (/healthz /readyz /status /metrics).
+    /// Address of the HTTP server (/healthz /readyz /status /metrics); default
+    /// 127.0.0.1:9464, and none for `run --once` unless given.
     #[arg(long, env = "DROVER_LISTEN")]
     pub listen: Option<String>,
     /// Log format: text or json.
@@ -182,6 +183,9 @@ impl ConfigLayer {
         serde_json::from_value(Value::Object(merged)).expect("merged layers have the layer's own fields")
     }
 }
+
+/// Where a long-running agent serves HTTP when `--listen` is not given.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,8 +288,9 @@ pub struct Settings {
     pub field_manager: String,
     /// Prune safety valve.
     pub max_prune_ratio: f64,
-    /// HTTP listen address.
-    pub listen: SocketAddr,
+    /// HTTP listen address, when given (`run` defaults to [`DEFAULT_LISTEN`]; a one-shot
+    /// run serves HTTP only when asked).
+    pub listen: Option<SocketAddr>,
     /// Log format.
     pub log_format: LogFormat,
     /// Allowed namespaces (empty: all).
@@ -472,10 +477,10 @@ impl Settings {
         if !(0.0..=1.0).contains(&max_prune_ratio) {
             return Err(invalid("maxPruneRatio", "max-prune-ratio", format!("{max_prune_ratio} is not between 0 and 1")));
         }
-        let listen_text = c.listen.unwrap_or_else(|| "127.0.0.1:9464".into());
-        let listen = listen_text
-            .parse()
-            .map_err(|_| invalid("listen", "listen", format!("{listen_text:?} is not an address like 127.0.0.1:9464")))?;
+        let listen = match c.listen {
+            Some(text) => Some(text.parse().map_err(|_| invalid("listen", "listen", format!("{text:?} is not an address like {DEFAULT_LISTEN}")))?),
+            None => None,
+        };
         let log_format = match c.log_format.as_deref().unwrap_or("text") {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,

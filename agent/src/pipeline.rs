@@ -154,7 +154,7 @@ impl Pipeline {
                         return out;
                     }
                 }
-                tracing::warn!("{}", e.message());
+                // `finish` logs the error (once).
                 self.finish(&state, Attempted { digest: String::new(), sequence: None, stage: "resolve", resync: false }, Err(e), Vec::new());
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: true };
             }

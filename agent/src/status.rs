@@ -9,10 +9,20 @@ use crate::targets::Health;
 
 /// What `status` reports. Field names are part of the interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Status {
     /// The polled source.
     pub source: String,
+    /// The agent's state directory (absolute): which agent this is.
+    pub state_dir: String,
+    /// The endpoint that answered (`drover-agent status` only; absent when read from the
+    /// state directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Why the answer was read from the state directory although an agent answered at
+    /// the endpoint (it serves another state directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     /// The target (`dir:/path`, `kube`).
     pub target: String,
     /// `single` (no leader election), `leader` or `standby`.
@@ -69,13 +79,19 @@ impl Status {
         let mut out = String::new();
         let or_none = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
         out += &format!("source:        {}\n", self.source);
+        out += &format!("state dir:     {}\n", if self.state_dir.is_empty() { "-" } else { &self.state_dir });
         if !self.target.is_empty() {
             out += &format!("target:        {}\n", self.target);
         }
-        out += &format!(
-            "agent:         {}\n",
-            if self.agent_running { format!("running ({}, {})", self.role, if self.ready { "ready" } else { "not ready" }) } else { "not running (read from the state directory)".into() }
-        );
+        let agent = match (&self.endpoint, self.agent_running) {
+            (Some(e), true) => format!("running at {e} ({}, {})", self.role, if self.ready { "ready" } else { "not ready" }),
+            (None, true) => format!("running ({}, {})", self.role, if self.ready { "ready" } else { "not ready" }),
+            (_, false) => "not running (read from the state directory)".into(),
+        };
+        out += &format!("agent:         {agent}\n");
+        if let Some(n) = &self.notice {
+            out += &format!("note:          {n}\n");
+        }
         out += &format!(
             "applied:       {} sequence {} at {}\n",
             or_none(&self.applied_digest),

@@ -3,13 +3,16 @@
 //! an ownership-checked prune. Decisions are written down in `docs/kubernetes.md`.
 //!
 //! Data flow inside the target: `cluster` (clients, options, probe) → `discovery` (kind →
-//! resource) → `apply` (ownership, SSA, change detection, CRDs Established) → `wait`
-//! (health rules) → `contents` (what deleting a Namespace takes with it) → `prune`
-//! (ownership, phases); `dryrun` what apply and prune would do (`drover-agent plan`); `owner` is the one ownership rule, `state` the in-cluster copy
-//! of the agent's record, `retry` classifies API errors and retries transient ones.
+//! resource) → `apply` (ownership, `compare`: skip what is already as desired, SSA,
+//! change detection, CRDs Established) → `wait` (health rules) → `contents` (what
+//! deleting a Namespace takes with it) → `prune` (ownership, phases); `dryrun` what apply
+//! and prune would do (`drover-agent plan`); `owner` is the one ownership rule, `state`
+//! the in-cluster copy of the agent's record, `retry` classifies API errors and retries
+//! transient ones.
 
 pub mod apply;
 pub mod cluster;
+pub mod compare;
 pub mod contents;
 pub mod discovery;
 pub mod dryrun;
