@@ -5,7 +5,9 @@
 //!
 //! - dir target: a file edited and one deleted by hand;
 //! - kube target (the FAKE API server, or a real cluster): `kubectl patch` of a field
-//!   drover applied, and a label another manager adds (not drift: not drover's field).
+//!   drover applied, and a label another manager adds (not drift: not drover's field);
+//!   the resync compare reads (one LIST per kind and namespace) and only the drifted
+//!   object costs a dry run.
 
 mod agent_support;
 mod kube_support;
@@ -128,7 +130,17 @@ fn kubectl_edit_stays_in_report_mode(env: &Env) {
     let before = env.get("configmap", "settings").unwrap();
 
     // Same digest, --resync 0s: a resync, which in report mode only looks.
+    if let Some(fake) = env.cluster.fake_server() {
+        fake.clear_requests();
+    }
     env.agent_ok(&["--drift", "report"]);
+    if let Some(fake) = env.cluster.fake_server() {
+        // The resync compare finds what differs (a LIST per kind and namespace); only the
+        // drifted object is asked about with a dry run (its fields); nothing is written.
+        let sent: Vec<String> = fake.requests().iter().filter(|r| r.method != "GET").map(|r| format!("{} {}?{}", r.method, r.path, r.query)).collect();
+        assert_eq!(sent.len(), 1, "{sent:#?}");
+        assert!(sent[0].starts_with("PATCH") && sent[0].contains("/configmaps/settings?") && sent[0].contains("dryRun=All"), "{sent:#?}");
+    }
     let after = env.get("configmap", "settings").unwrap();
     assert_eq!(after["data"]["value"], "tampered", "the edit stays");
     assert_eq!(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"], "not written at all");
