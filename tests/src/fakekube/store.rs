@@ -351,7 +351,7 @@ impl State {
         if res.plural == "customresourcedefinitions" {
             self.refresh_custom();
         }
-        if rollout::is_workload(res) && opts.subresource.is_none() {
+        if rollout::is_workload(res) && opts.subresource.as_deref() != Some("status") {
             self.start_rollout(res, &k);
         }
         Self::present(res, &obj)
