@@ -152,7 +152,7 @@ async fn agent_loop(mut a: SimAgent, poll: Duration, report_interval: Duration, 
         let mut rng = rand::rng();
         (report_interval.mul_f64(rng.random_range(0.0..1.0)), poll.mul_f64(rng.random_range(0.0..1.0)))
     };
-    a.reporter.backdate_last_write(age);
+    a.reporter.pretend_last_write(age);
     tokio::time::sleep(first).await;
     while !stop.load(Ordering::Relaxed) {
         let w = window.lock().expect("window").clone();
