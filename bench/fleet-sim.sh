@@ -52,14 +52,15 @@ kib() { du -sk "$STORAGE" | cut -f1; }
 echo "load average before: $(load)"
 # Bounded twice: the simulation stops after its last window; timeout is the backstop.
 timeout 1800 "$SIM" --source "$REF" --reports-to "$REPORTS" --phases "$PHASES" --window "$WINDOW" \
-  --poll "$POLL" --report-interval "$REPORT_INTERVAL" >"$WORK/sim.json"
+  --poll "$POLL" --report-interval "$REPORT_INTERVAL" --watch-pid "$REG_PID" >"$WORK/sim.json"
 echo "load average after the phases: $(load)"
 
 jq -r '"seeded \(.seeded) reports (one per agent) in \(.seedSecs * 10 | round / 10) s"' "$WORK/sim.json"
-printf '%8s %8s %6s %9s %9s %9s %8s\n' agents HEADs errors "p50 ms" "p99 ms" "max ms" reports
-jq -r '.phases[] | [.agents, .heads, .headErrors, .p50Ms, .p99Ms, .maxMs, .reports] | @tsv' "$WORK/sim.json" |
-  while IFS=$'\t' read -r a h e p50 p99 max r; do
-    printf '%8d %8d %6d %9.2f %9.2f %9.2f %8d\n' "$a" "$h" "$e" "$p50" "$p99" "$max" "$r"
+# CPU in cores over the window: the registry's, and the simulated agents' (one process).
+printf '%8s %8s %6s %9s %9s %9s %8s %9s %9s\n' agents HEADs errors "p50 ms" "p99 ms" "max ms" reports "reg CPU" "sim CPU"
+jq -r '.phases[] | [.agents, .heads, .headErrors, .p50Ms, .p99Ms, .maxMs, .reports, .registryCpuCores, .simCpuCores] | @tsv' "$WORK/sim.json" |
+  while IFS=$'\t' read -r a h e p50 p99 max r rc sc; do
+    printf '%8d %8d %6d %9.2f %9.2f %9.2f %8d %9.2f %9.2f\n' "$a" "$h" "$e" "$p50" "$p99" "$max" "$r" "$rc" "$sc"
   done
 # 3. Every report write leaves a config blob and a manifest blob behind (untagged after the
 #    next write): count the blobs and their bytes.
@@ -68,12 +69,15 @@ bytes=$(find "$STORAGE/docker/registry/v2/blobs" -name data -printf '%s\n' | awk
 printf 'registry storage: %d blobs, %.1f MiB of data (%.0f bytes per report write: config + manifest), %d MiB on disk\n' \
   "$blobs" "$(echo "$bytes / 1048576" | bc -l)" "$(echo "$bytes * 2 / $blobs" | bc -l)" "$(( $(kib) / 1024 ))"
 
-# 2. fleet status over every report (release build, default 32 reads at once).
-start=$(date +%s.%N)
-"$DROVER" -o json fleet status --registry "$REG/fleet" --plain-http >"$WORK/status.json"
-end=$(date +%s.%N)
-clusters=$(jq '.clusters | length' "$WORK/status.json")
-printf 'drover fleet status: %d clusters in %.2f s (goal < 10 s at 10,000)\n' "$clusters" "$(echo "$end - $start" | bc)"
-/usr/bin/time -f '%e s, peak RSS %M KiB' -o "$WORK/status.time" "$DROVER" fleet status --registry "$REG/fleet" --plain-http >/dev/null
-echo "again, table output: $(cat "$WORK/status.time")"
+# 2. fleet status over every report (release build, default 32 reads at once), twice; with
+#    the CPU drover and the registry spent on it.
+reg_cpu() { awk '{print $14 + $15}' "/proc/$REG_PID/stat"; }
+for output in json table; do
+  before=$(reg_cpu)
+  /usr/bin/time -f '%e %U %S %M' -o "$WORK/status.time" "$DROVER" -o "$output" fleet status --registry "$REG/fleet" --plain-http >"$WORK/status.$output"
+  read -r secs user sys rss <"$WORK/status.time"
+  printf 'drover fleet status -o %s: %.2f s (goal < 10 s at 10,000); drover CPU %.2f s, peak RSS %d KiB; registry CPU %.2f s\n' \
+    "$output" "$secs" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
+done
+echo "clusters in the status: $(jq '.clusters | length' "$WORK/status.json")"
 echo "load average at the end: $(load)"
