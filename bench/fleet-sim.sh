@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fleet simulation (issue 12, docs/fleet.md "Numbers"), release mode, not in CI. Bounded:
-# about 1 + phases x (poll + window) minutes, 6 at the defaults; everything stops by itself.
+# Fleet simulation (issue 12, docs/fleet.md "Numbers"), release mode, not in CI. Bounded
+# (seeding, then poll + window per phase, then the reads: about 9 minutes at the
+# defaults); everything stops by itself.
 # Starts its own docker-registry on a free loopback port, pushes a signed bundle to a
 # channel, then runs agent/examples/fleet_sim.rs: N simulated agents in one process using
 # the agent's real poll (one HEAD of the channel) and its real Reporter (report built,
@@ -8,11 +9,13 @@
 # (default 1,000 / 5,000 / 10,000 agents, HEAD every 60 s, heartbeat every 5 min) runs one
 # poll interval to settle and measures the HEAD latency the agents see for WINDOW. Last,
 # the release `drover fleet status` reads every report. Prints:
-#   1. p50 / p99 / max HEAD latency per phase (goal: p99 < 50 ms at 10,000 agents)
-#   2. the time of `drover fleet status` over all reports (goal: < 10 s at 10,000)
+#   1. p50 / p99 / max HEAD latency per phase (goal: p99 < 50 ms at 10,000 agents), with
+#      the registry's and the agents' CPU in each window
+#   2. the time of `drover fleet status` over all reports (goal: < 10 s at 10,000), the
+#      CPU drover and the registry spent, and the registry's floor: the same GETs by curl
 #   3. the registry's storage per report write (what garbage collection has to remove)
 # The machine's load average is printed before and after: on a shared machine it is part
-# of the numbers.
+# of the numbers. Needs about 1 GB in TMPDIR (removed at the end).
 # Usage: bench/fleet-sim.sh            PHASES=1000,5000,10000 WINDOW=60s POLL=60s REPORT_INTERVAL=5m
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,4 +83,14 @@ for output in json table; do
     "$output" "$secs" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
 done
 echo "clusters in the status: $(jq '.clusters | length' "$WORK/status.json")"
+# The registry's floor: the same manifest GETs (one per report, 32 at once, keep-alive)
+# by curl, the lightest client at hand. What drover adds is the difference.
+jq -r --arg r "http://$REG/v2/fleet/drover-reports/manifests/" '.clusters[] | "url = \"\($r)\(.clusterType).\(.clusterName)\"\noutput = \"/dev/null\""' \
+  "$WORK/status.json" >"$WORK/urls"
+before=$(reg_cpu)
+/usr/bin/time -f '%e %U %S' -o "$WORK/curl.time" curl -sS --no-progress-meter --fail --parallel --parallel-max 32 \
+  -H 'Accept: application/vnd.oci.image.manifest.v1+json' -K "$WORK/urls"
+read -r secs user sys <"$WORK/curl.time"
+printf 'curl, the same %d manifest GETs: %.2f s; curl CPU %.2f s; registry CPU %.2f s\n' "$(grep -c '^url' "$WORK/urls")" \
+  "$secs" "$(echo "$user + $sys" | bc)" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
 echo "load average at the end: $(load)"
