@@ -11,6 +11,8 @@
 #      are checked before anything is downloaded; tests/tests/agent_trust.rs proves the
 #      layer is never requested)
 # Usage: bench/agent.sh [OBJECTS]   (default 1000)
+#        AGENT_ARGS="--cluster-name bench-1 --report-interval 2s" bench/agent.sh   (extra
+#        flags for the measured agent; this one adds fleet reports, docs/fleet.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
@@ -82,7 +84,7 @@ DROVER_KEY_PASSWORD= "$DROVER" push "$WORK/in" "$REF" --plain-http --sequence 1 
 listen="127.0.0.1:$(free_port)"
 "$AGENT" run --source "$REF" --plain-http --trust-key "$WORK/keys/drover.pub" --expect-cluster-type bench \
   --expect-environment prod --target "dir:$WORK/out" --state-dir "$WORK/state" --listen "$listen" \
-  --interval 1s 2>"$WORK/agent.log" &
+  --interval 1s ${AGENT_ARGS:-} 2>"$WORK/agent.log" &
 AGENT_PID=$!
 start=$(date +%s.%N)
 for _ in $(seq 600); do curl -fsS "http://$listen/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
@@ -102,6 +104,7 @@ printf 'peak RSS through first apply: %.1f MiB (VmHWM; goal <= 20 MiB)\n' "$(ech
 printf 'idle RSS after 5 s of polls:  %.1f MiB (VmRSS; goal <= 12 MiB); VmHWM then %.1f MiB\n' "$(echo "$rss / 1024" | bc -l)" "$(echo "$hwm_after / 1024" | bc -l)"
 printf '  at ready: RssAnon %d KiB, RssFile %d KiB; idle: RssAnon %d KiB, RssFile %d KiB\n' "$ready_anon" "$ready_file" "$anon" "$filed"
 printf 'SIGTERM exit code:            %d\n' "$code"
+printf 'fleet reports:                %s\n' "$(grep -o 'fleet reports [a-z]*[^"]*' "$WORK/agent.log" | head -1)"
 
 # 4. An unsigned bundle with a 45 MiB incompressible layer at the channel tag, written as
 #    an OCI layout by hand and copied in with skopeo (the attacker's write).
