@@ -27,6 +27,7 @@ pub enum Fault {
     /// response when there is no body.
     Reset,
     /// The body is cut in half and `Content-Length` says so: HTTP sees a whole response.
+    /// Only on GETs by digest (blobs, manifests by digest), like [`Fault::Corrupt`].
     Truncate,
     /// Bytes of a blob or manifest body are flipped: same length, other digest.
     Corrupt,
@@ -219,9 +220,8 @@ fn serve(mut conn: TcpStream, sh: &Shared) {
     let fault = match (roll.0, roll.1) {
         (false, _) => None,
         (true, 4) => Some(Fault::Reset),
-        (true, 5) if has_body => Some(Fault::Truncate),
-        (true, 6) if has_body && digested => Some(Fault::Corrupt),
-        (true, 6) if has_body => Some(Fault::Truncate),
+        (true, 5 | 6) if has_body && digested && roll.1 == 5 => Some(Fault::Truncate),
+        (true, 5 | 6) if has_body && digested => Some(Fault::Corrupt),
         (true, _) if has_body => Some(Fault::Slow),
         (true, _) => Some(Fault::Reset),
     };
