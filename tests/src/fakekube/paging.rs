@@ -67,7 +67,7 @@ mod tests {
     fn pages_follow_each_other() {
         let items: Vec<Value> = (0..5).map(|i| json!({"metadata": {"namespace": "a", "name": format!("o{i}")}})).collect();
         let settings = super::super::store::Settings {
-            rollout_default: super::super::RolloutMode::Ready,
+            rollout_default: super::super::rollout::RolloutMode::Ready,
             rollout_overrides: Default::default(),
             rollout_delay: Default::default(),
             crd_delay: Default::default(),
