@@ -7,7 +7,11 @@
 //!   reads it on every poll (sled is locked by the agent; this file is not);
 //! - the kube target: the annotation [`ANN_HOLD`] (`drover.dev/hold: "<reason>"`) on the
 //!   agent's in-cluster state ConfigMap ([`Target::read_hold`]), for an operator who only
-//!   has kubectl.
+//!   has kubectl;
+//! - apply windows ([`crate::window`], `--apply-window`, config `applyWindows`): while
+//!   windows are set and none is open, the gate holds with [`HoldOrigin::Window`] and the
+//!   next window's start. Such a hold stops new bundles only: the resync of the applied
+//!   bundle goes on ([`Hold::blocks_resync`]). An operator's hold wins over it.
 //!
 //! While held the agent keeps polling, verifying and reporting; it applies nothing — no
 //! new bundle, no resync (drift stays as it is), no prune. The pipeline asks [`Gate::check`]
@@ -24,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::private;
 use crate::targets::Target;
+use crate::window::{WindowState, Windows};
 
 /// The hold file in the state directory.
 pub const FILE: &str = "hold.json";
@@ -69,6 +74,9 @@ pub enum HoldOrigin {
     Annotation,
     /// The hold could not be read: held until it can (fail-closed).
     Unreadable,
+    /// No apply window is open ([`crate::window`]): new bundles wait for the next one; the
+    /// resync of the applied bundle goes on.
+    Window,
 }
 
 impl std::fmt::Display for HoldOrigin {
@@ -77,6 +85,7 @@ impl std::fmt::Display for HoldOrigin {
             HoldOrigin::File => "hold file",
             HoldOrigin::Annotation => "annotation drover.dev/hold",
             HoldOrigin::Unreadable => "unreadable hold",
+            HoldOrigin::Window => "apply window",
         })
     }
 }
@@ -91,6 +100,22 @@ pub struct Hold {
     pub since: String,
     /// Where it comes from.
     pub by: HoldOrigin,
+    /// When the next apply window opens (RFC 3339), while apply windows are set and none
+    /// is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
+}
+
+impl Hold {
+    fn new(reason: String, since: String, by: HoldOrigin) -> Self {
+        Hold { reason, since, by, next_window: None }
+    }
+
+    /// True when the hold also stops the resync of the applied bundle (every hold but a
+    /// closed apply window: drift correction is not restricted by windows).
+    pub fn blocks_resync(&self) -> bool {
+        self.by != HoldOrigin::Window
+    }
 }
 
 /// What the hold file holds.
@@ -134,7 +159,7 @@ pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
         let _ = fs::remove_file(&tmp);
         io_err(&path)(e)
     })?;
-    Ok(Hold { reason: reason.to_string(), since, by: HoldOrigin::File })
+    Ok(Hold::new(reason.to_string(), since, HoldOrigin::File))
 }
 
 /// `drover-agent release`: removes the hold file; the hold it removed, if any.
@@ -145,7 +170,7 @@ pub fn release(dir: &Path) -> Result<Option<Hold>, HoldError> {
     let held = read_file(dir).unwrap_or(None);
     let path = file(dir);
     match fs::remove_file(&path) {
-        Ok(()) => Ok(held.or_else(|| Some(Hold { reason: String::new(), since: String::new(), by: HoldOrigin::File }))),
+        Ok(()) => Ok(held.or_else(|| Some(Hold::new(String::new(), String::new(), HoldOrigin::File)))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err(&path)(e)),
     }
@@ -160,21 +185,46 @@ pub fn read_file(dir: &Path) -> Result<Option<Hold>, HoldError> {
         Err(e) => return Err(io_err(&path)(e)),
     };
     let h: FileHold = serde_json::from_slice(&data).map_err(|e| HoldError::Corrupt { path: path.display().to_string(), message: e.to_string() })?;
-    Ok(Some(Hold { reason: h.reason, since: h.since, by: HoldOrigin::File }))
+    Ok(Some(Hold::new(h.reason, h.since, HoldOrigin::File)))
 }
 
-/// Reads the holds on every poll. Remembers when it first saw an annotation hold, for
-/// its `since` when the ConfigMap does not tell.
+/// Reads the holds on every poll, and the apply windows. Remembers when it first saw an
+/// annotation hold, for its `since` when the ConfigMap does not tell.
 #[derive(Debug, Default)]
 pub struct Gate {
     dir: Option<PathBuf>,
+    windows: Windows,
     seen: Option<(HoldOrigin, String)>,
 }
 
 impl Gate {
     /// A gate reading the hold file in `state_dir` (and the target's hold).
     pub fn new(state_dir: &Path) -> Self {
-        Gate { dir: Some(state_dir.to_path_buf()), seen: None }
+        Gate { dir: Some(state_dir.to_path_buf()), windows: Windows::default(), seen: None }
+    }
+
+    /// The gate also holds new bundles while none of `windows` is open.
+    pub fn with_windows(self, windows: Windows) -> Self {
+        Gate { windows, ..self }
+    }
+
+    /// The operator's `hold` (which wins), else a [`HoldOrigin::Window`] hold while apply
+    /// windows are set and none is open; either way with the next window's start.
+    fn window(&self, hold: Option<Hold>) -> Option<Hold> {
+        let WindowState::Closed { since, next } = self.windows.at(jiff::Timestamp::now()) else {
+            return hold;
+        };
+        let next = next.map(|t| drover_proto::time::format_rfc3339(t.as_second()).unwrap_or_else(|_| t.to_string()));
+        let mut hold = hold.unwrap_or_else(|| {
+            let since = since.and_then(|t| drover_proto::time::format_rfc3339(t.as_second()).ok()).unwrap_or_default();
+            let reason = match &next {
+                Some(n) => format!("outside the apply windows; the next opens at {n}"),
+                None => "outside the apply windows; no schedule opens one again".to_string(),
+            };
+            Hold::new(reason, since, HoldOrigin::Window)
+        });
+        hold.next_window = next;
+        Some(hold)
     }
 
     /// The hold in force for `source`, if any: the hold file first, then the target's.
@@ -192,12 +242,13 @@ impl Gate {
                 Ok(None) => Ok(None),
                 Err(e) => Err(format!("cannot read the {ANN_HOLD} annotation: {e}")),
             }
-            .map(|o| o.map(|(reason, since, by)| Hold { reason, since: since.unwrap_or_default(), by })),
+            .map(|o| o.map(|(reason, since, by)| Hold::new(reason, since.unwrap_or_default(), by))),
         };
         let mut hold = match found {
             Ok(h) => h,
-            Err(e) => Some(Hold { reason: format!("{e}; holding until it can be read"), since: String::new(), by: HoldOrigin::Unreadable }),
+            Err(e) => Some(Hold::new(format!("{e}; holding until it can be read"), String::new(), HoldOrigin::Unreadable)),
         };
+        hold = self.window(hold);
         match hold.as_mut() {
             None => self.seen = None,
             Some(h) => {
@@ -238,6 +289,10 @@ pub struct Held {
     /// Its sequence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_sequence: Option<u64>,
+    /// When the next apply window opens (RFC 3339), while apply windows are set and none
+    /// is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
 }
 
 impl Held {
@@ -249,6 +304,7 @@ impl Held {
             by: hold.by,
             waiting_digest: waiting.map(|w| w.0.clone()),
             waiting_sequence: waiting.map(|w| w.1),
+            next_window: hold.next_window,
         }
     }
 }

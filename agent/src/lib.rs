@@ -10,6 +10,7 @@ pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod diff;
+pub mod drift;
 pub mod fetch;
 pub mod fleetsim;
 pub mod hold;
@@ -36,6 +37,7 @@ pub mod targets;
 pub mod unpack;
 pub mod verify;
 pub mod wait;
+pub mod window;
 
 use std::io::Write;
 

@@ -12,7 +12,8 @@ use std::time::Instant;
 use drover_proto::object::ObjectRef;
 use drover_proto::time::now_rfc3339;
 
-use crate::hold::{Gate, Held, Hold};
+use crate::config::DriftMode;
+use crate::hold::{Gate, Held, Hold, HoldOrigin};
 use crate::metrics::Metrics;
 use crate::plan::Policy;
 use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
@@ -23,7 +24,7 @@ use crate::shared::Shared;
 use crate::stage::StageError;
 use crate::admit::Admission;
 use crate::verify::{Expectations, Trust};
-use crate::{apply, fetch, plan, prune, recall, resolve, unpack, wait};
+use crate::{apply, drift, fetch, plan, prune, recall, resolve, unpack, wait};
 
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,8 @@ pub struct Pipeline {
     /// The hold gate, read on every poll ([`crate::hold`]); the run loop points it at the
     /// state directory.
     pub hold: Gate,
+    /// What a resync does about drift (`--drift`).
+    pub drift_mode: DriftMode,
     /// The newest verified bundle not applied because of a hold: (digest, sequence).
     waiting: Option<(String, u64)>,
     fingerprint: String,
@@ -104,6 +107,7 @@ impl Pipeline {
             shared,
             critical: Arc::new(AtomicBool::new(false)),
             hold: Gate::default(),
+            drift_mode: DriftMode::Correct,
             waiting: None,
             last_apply: None,
             rejected: None,
@@ -157,8 +161,10 @@ impl Pipeline {
         };
         // The applied digest verified under another trust policy is re-verified now.
         let verified_now = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
-        // While held, a due resync waits too (drift is left as it is).
-        if state.applied_digest.as_deref() == Some(digest.as_str()) && (!resync_due || hold.is_some()) && verified_now {
+        // While held, a due resync waits too (drift is left as it is); not for a closed
+        // apply window (drift correction is not restricted by windows).
+        let resync_held = hold.as_ref().is_some_and(Hold::blocks_resync);
+        if state.applied_digest.as_deref() == Some(digest.as_str()) && (!resync_due || resync_held) && verified_now {
             tracing::debug!("{digest} unchanged");
             self.shared.metrics.poll("Unchanged");
             self.shared.ready.store(true, Ordering::Relaxed);
@@ -175,6 +181,11 @@ impl Pipeline {
             return CycleOutcome { result: AttemptResult::Unchanged, unreachable: false };
         }
         if hold.is_some() && self.waiting.as_ref().is_some_and(|w| w.0 == digest) {
+            // Outside the apply windows the applied bundle is still resynced while the new
+            // one waits.
+            if let (true, Some(applied)) = (resync_due && !resync_held, state.applied_digest.clone()) {
+                return self.process(applied, state, None, hold).await;
+            }
             // Verified already and still held: nothing new to check, nothing to apply.
             self.shared.metrics.poll("Held");
             self.publish(&state, |_| {});
@@ -207,7 +218,8 @@ impl Pipeline {
             "the resync of the applied bundle is skipped (drift is not corrected)".to_string()
         } else {
             self.waiting = Some((req.digest.clone(), req.sequence));
-            format!("{} (sequence {}) is verified and waits for the release", req.digest, req.sequence)
+            let until = if hold.by == HoldOrigin::Window { "the next apply window" } else { "the release" };
+            format!("{} (sequence {}) is verified and waits for {until}", req.digest, req.sequence)
         };
         self.show_hold(Some(&hold));
         tracing::info!(by = %hold.by, reason = %hold.reason, "held: {what}");
@@ -279,9 +291,13 @@ impl Pipeline {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
-        if let Some(h) = hold {
+        if let Some(h) = hold.filter(|h| h.blocks_resync() || !at.resync) {
             at.stage = "hold";
             return self.held(&state, at, h, &req);
+        }
+        if at.resync && self.drift_mode == DriftMode::Report {
+            at.stage = "drift";
+            return self.report_drift(req, state, at).await;
         }
         at.stage = "apply";
         self.critical.store(true, Ordering::SeqCst);
@@ -331,6 +347,9 @@ impl Pipeline {
         state.health = Some(health.health);
         self.shared.metrics.health(&health.health.to_string());
         state.inventory = pruned.inventory;
+        // The apply put every object back: nothing differs from the bundle any more.
+        state.drifted = Vec::new();
+        self.shared.metrics.drifted(0);
         if health.health != Health::Healthy {
             let detail: Vec<String> = health.objects.iter().take(5).map(|o| format!("{}: {}", o.object, o.message)).collect();
             reasons.push(format!("health {}: {}", health.health, detail.join("; ")));
@@ -346,6 +365,43 @@ impl Pipeline {
         self.last_apply = Some(Instant::now());
         self.shared.ready.store(true, Ordering::Relaxed);
         out
+    }
+
+    /// The resync of `--drift report`: asks the target what re-applying the applied bundle
+    /// would change and records the drifted objects, changing nothing ([`crate::drift`]).
+    async fn report_drift(&mut self, req: ApplyRequest, state: SourceState, at: Attempted) -> CycleOutcome {
+        let plans = match self.target.check_drift(&req).await {
+            Ok(p) => p,
+            Err(e) => return self.finish(&state, at, Err(StageError::Failed(format!("drift check of {}: {e}", req.digest))), Vec::new()),
+        };
+        let mut state = state;
+        state.drifted = drift::drifted(&plans, &state.drifted, &now_rfc3339());
+        state.policy_fingerprint = Some(self.fingerprint.clone());
+        let n = state.drifted.len();
+        self.shared.metrics.drifted(n);
+        let reason = drift::describe(&state.drifted);
+        if n > 0 {
+            tracing::warn!("{reason}");
+        }
+        let summary = AttemptSummary { digest: Some(req.digest.clone()), sequence: Some(req.sequence), result: AttemptResult::Unchanged, reason, at: now_rfc3339() };
+        // Recorded when what drifted changes, not on every resync.
+        let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
+        let attempt = (!repeat).then(|| Attempt {
+            id: 0,
+            source: state.source.clone(),
+            summary: summary.clone(),
+            stage: at.stage.into(),
+            resync: true,
+            drift: n,
+            pruned: 0,
+            prune_refused: false,
+            health: None,
+            objects: Vec::new(),
+            unhealthy: Vec::new(),
+        });
+        self.last_apply = Some(Instant::now());
+        self.shared.ready.store(true, Ordering::Relaxed);
+        self.save(&state, summary, attempt, AttemptResult::Unchanged, false)
     }
 
     /// Records a failed apply: nothing is pruned; objects it created join the inventory.

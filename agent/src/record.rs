@@ -141,6 +141,10 @@ pub struct SourceState {
     pub inventory: Vec<ObjectRef>,
     /// The last attempt that was recorded.
     pub last_attempt: Option<AttemptSummary>,
+    /// Objects that differ from the applied bundle, found by the last resync in
+    /// `--drift report` mode and left as they are ([`crate::drift`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<crate::drift::DriftedObject>,
 }
 
 /// A verified bundle's blobs, for offline re-apply.

@@ -174,7 +174,9 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         settings.health_timeout,
         shared.clone(),
     );
-    pipeline.hold = crate::hold::Gate::new(&settings.state_dir);
+    pipeline.hold = crate::hold::Gate::new(&settings.state_dir).with_windows(settings.apply_windows.clone());
+    pipeline.drift_mode = settings.drift_mode;
+    shared.metrics.drifted(state.drifted.len());
     let critical = pipeline.critical.clone();
     let mut election = match &settings.leader_election {
         Some((namespace, name, duration)) => {

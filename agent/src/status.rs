@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::drift::DriftedObject;
 use crate::hold::Held;
 use crate::record::{AttemptSummary, SourceState};
 use crate::targets::Health;
@@ -53,6 +54,10 @@ pub struct Status {
     /// `drover.dev/hold` annotation): why, since when, and the verified bundle waiting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
+    /// Objects that differ from the applied bundle and were left as they are
+    /// (`--drift report`): object, changed or missing, the drifted fields, since when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<DriftedObject>,
 }
 
 impl Status {
@@ -66,6 +71,7 @@ impl Status {
         self.health = s.health;
         self.inventory = s.inventory.len();
         self.last_attempt = s.last_attempt.clone();
+        self.drifted = s.drifted.clone();
     }
 
     /// Human-readable rendering.
@@ -96,7 +102,17 @@ impl Status {
             out += &format!("held:          since {} by {}: {}\n", h.since, h.by, h.reason);
             if let Some(d) = &h.waiting_digest {
                 let seq = h.waiting_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
-                out += &format!("waiting:       {d} sequence {seq} (verified; applied on release)\n");
+                let when = if h.by == crate::hold::HoldOrigin::Window { "in the next apply window" } else { "on release" };
+                out += &format!("waiting:       {d} sequence {seq} (verified; applied {when})\n");
+            }
+            if let Some(n) = &h.next_window {
+                out += &format!("next window:   {n}\n");
+            }
+        }
+        if !self.drifted.is_empty() {
+            out += &format!("drifted:       {} object(s), reported and left as they are (--drift report)\n", self.drifted.len());
+            for d in &self.drifted {
+                out += &format!("  {} (since {})\n", crate::drift::one(d), d.since);
             }
         }
         out += &format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into()));

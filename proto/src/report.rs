@@ -116,6 +116,10 @@ pub struct ReportHold {
     /// The newest verified digest waiting for the release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_digest: Option<String>,
+    /// When the next apply window opens (RFC 3339), while the agent's apply windows are
+    /// closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
 }
 
 /// What an agent says about its cluster. Field names are part of the interface.
@@ -156,6 +160,10 @@ pub struct Report {
     /// Set while the agent is held by its cluster's operator (it applies nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<ReportHold>,
+    /// Objects that differ from the applied bundle and were left as they are (the agent
+    /// runs with `--drift report`); absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drifted_objects: Option<u64>,
     /// The agent's version.
     #[serde(default)]
     pub agent_version: String,
@@ -443,6 +451,7 @@ mod tests {
             objects: BTreeMap::from([("created".into(), 3)]),
             failing: vec![],
             held: None,
+            drifted_objects: None,
             agent_version: "0.1.0".into(),
             reported_at: "2026-01-02T03:09:05Z".into(),
         }

@@ -454,6 +454,13 @@ pub trait Target: Send + Sync {
         Box::pin(async move { Err(TargetError::Unavailable(format!("{} cannot plan", self.describe()))) })
     }
 
+    /// What re-applying `req` (the applied bundle, on a resync) would change, per object,
+    /// changing nothing: the resync of `--drift report` ([`crate::drift`]). An
+    /// [`PlanAction::Update`] carries the drifted fields. Default: [`Target::plan_apply`].
+    fn check_drift<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        self.plan_apply(req)
+    }
+
     /// Stores `record` (after a recorded apply). Default: nothing is kept.
     fn write_record<'a>(&'a self, record: &'a TargetRecord) -> BoxFuture<'a, Result<(), TargetError>> {
         let _ = record;

@@ -205,6 +205,7 @@ mod tests {
             objects: Default::default(),
             failing: vec![],
             held: None,
+            drifted_objects: None,
             agent_version: "t".into(),
             reported_at: at(10),
         }

@@ -148,14 +148,35 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
     ApplyReport { outcomes }
 }
 
-/// Applies one group; the outcomes and how many applies were sent.
-async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> (Vec<ObjectOutcome>, usize) {
+/// The kinds of `group`, resolved (discovery).
+async fn resolve_group(t: &KubeTarget, group: &OrderGroup) -> Resolutions {
     let mut resolved: Resolutions = HashMap::new();
     for o in &group.objects {
         if let std::collections::hash_map::Entry::Vacant(slot) = resolved.entry((o.id.api_version.clone(), o.id.kind.clone())) {
             slot.insert(t.resolver.resolve(&o.id.api_version, &o.id.kind).await);
         }
     }
+    resolved
+}
+
+/// Per object of `group`, in order: true when the resync compare vouches that applying it
+/// would change nothing (read with the same LISTs as before an apply; nothing sent).
+pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> Vec<bool> {
+    let resolved = resolve_group(t, group).await;
+    let known = list_known(t, req, group, &resolved).await;
+    group
+        .objects
+        .iter()
+        .map(|o| match resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
+            Some(Ok(res)) => known.get(&known_key(o, res)).and_then(|m| m.get(&o.id.name)).is_some_and(|l| l.unchanged),
+            _ => false,
+        })
+        .collect()
+}
+
+/// Applies one group; the outcomes and how many applies were sent.
+async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> (Vec<ObjectOutcome>, usize) {
+    let resolved = resolve_group(t, group).await;
     let known = list_known(t, req, group, &resolved).await;
     let (resolved, known) = (&resolved, &known);
     let futs: Vec<_> = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known)).collect();

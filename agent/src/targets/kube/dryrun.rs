@@ -13,6 +13,9 @@
 //!
 //! Prune: the same checks as the prune (gone, `drover.dev/prune: disabled`, ownership),
 //! without the delete.
+//!
+//! `--drift report` ([`check_drift`]): the resync compare reads, and only the objects it
+//! cannot vouch for get the dry run above (for their drifted fields).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -48,6 +51,30 @@ fn bundle_kinds(req: &ApplyRequest) -> BTreeSet<(String, String)> {
         .filter(|o| o.id.kind == "CustomResourceDefinition")
         .filter_map(|o| Some((o.value.pointer("/spec/group")?.as_str()?.to_string(), o.value.pointer("/spec/names/kind")?.as_str()?.to_string())))
         .collect()
+}
+
+/// `--drift report`'s resync of the applied bundle `req`: the resync compare first (one
+/// labelled LIST per kind and namespace, [`super::apply::known_unchanged`]); only the
+/// objects it cannot vouch for are planned with a dry run, which tells their drifted
+/// fields (or that they are unchanged after all: a value the server normalises).
+pub(super) async fn check_drift(t: &KubeTarget, req: &ApplyRequest) -> Vec<ObjectPlan> {
+    let mut out = Vec::new();
+    let none = BTreeSet::new();
+    for group in &req.groups {
+        let same = super::apply::known_unchanged(t, req, group).await;
+        for (obj, same) in group.objects.iter().zip(same) {
+            if same {
+                out.push(ObjectPlan::with(obj.id.clone(), PlanAction::Unchanged, ""));
+                continue;
+            }
+            let entry = match t.resolver.resolve(&obj.id.api_version, &obj.id.kind).await {
+                Ok(res) => plan_one(t, req, obj, &res, &none).await,
+                Err(e) => ObjectPlan::with(obj.id.clone(), PlanAction::Failed, e.to_string()),
+            };
+            out.push(entry);
+        }
+    }
+    out
 }
 
 /// What the apply of `req` would do, per object.

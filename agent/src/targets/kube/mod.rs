@@ -84,6 +84,13 @@ impl Target for KubeTarget {
         })
     }
 
+    fn check_drift<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        Box::pin(async move {
+            self.probe().await?;
+            Ok(dryrun::check_drift(self, req).await)
+        })
+    }
+
     fn plan_prune<'a>(&'a self, req: &'a PruneRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
         Box::pin(async move {
             self.probe().await?;
