@@ -20,6 +20,7 @@ pub mod registry;
 pub mod repo;
 pub mod time;
 pub mod trust;
+pub mod yaml;
 
 pub use error::StoreError;
 pub use reference::{Reference, RegistryRef};
