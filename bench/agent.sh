@@ -6,6 +6,10 @@
 #      (goal <= 20 MiB)
 #   2. idle RSS (VmRSS) after the first apply and some unchanged polls (goal <= 12 MiB)
 #   3. requests per unchanged poll are proven by tests/tests/agent_resilience.rs
+#   4. peak RSS of `drover-agent run --once` refusing an unsigned bundle whose layer is
+#      45 MiB of random bytes, pushed with skopeo (not drover) (goal < 20 MiB: signatures
+#      are checked before anything is downloaded; tests/tests/agent_trust.rs proves the
+#      layer is never requested)
 # Usage: bench/agent.sh [OBJECTS]   (default 1000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,3 +102,43 @@ printf 'peak RSS through first apply: %.1f MiB (VmHWM; goal <= 20 MiB)\n' "$(ech
 printf 'idle RSS after 5 s of polls:  %.1f MiB (VmRSS; goal <= 12 MiB); VmHWM then %.1f MiB\n' "$(echo "$rss / 1024" | bc -l)" "$(echo "$hwm_after / 1024" | bc -l)"
 printf '  at ready: RssAnon %d KiB, RssFile %d KiB; idle: RssAnon %d KiB, RssFile %d KiB\n' "$ready_anon" "$ready_file" "$anon" "$filed"
 printf 'SIGTERM exit code:            %d\n' "$code"
+
+# 4. An unsigned bundle with a 45 MiB incompressible layer at the channel tag, written as
+#    an OCI layout by hand and copied in with skopeo (the attacker's write).
+python3 - "$WORK/evil" <<'PY'
+import gzip, hashlib, io, json, os, sys, tarfile
+out = sys.argv[1]
+blobs = os.path.join(out, "blobs", "sha256")
+os.makedirs(blobs)
+def put(b):
+    d = hashlib.sha256(b).hexdigest()
+    open(os.path.join(blobs, d), "wb").write(b)
+    return "sha256:" + d
+data = os.urandom(45 << 20)
+path = "manifests/app/ConfigMap.core.blob.yaml"
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+    info = tarfile.TarInfo(path); info.size = len(data); info.mode = 0o644
+    t.addfile(info, io.BytesIO(data))
+layer = gzip.compress(buf.getvalue(), compresslevel=0, mtime=0)
+config = json.dumps({"schemaVersion": 1, "clusterType": "bench", "environment": "prod", "sequence": 2,
+    "source": {"repository": "", "revision": ""}, "objects": [{"apiVersion": "v1", "kind": "ConfigMap",
+    "namespace": "app", "name": "blob", "path": path, "sha256": hashlib.sha256(data).hexdigest()}]}).encode()
+oci = "application/vnd.oci.image.manifest.v1+json"
+manifest = json.dumps({"schemaVersion": 2, "mediaType": oci, "artifactType": "application/vnd.drover.bundle.v1",
+    "config": {"mediaType": "application/vnd.drover.bundle.config.v1+json", "digest": put(config), "size": len(config)},
+    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": put(layer), "size": len(layer)}]}).encode()
+index = {"schemaVersion": 2, "manifests": [{"mediaType": oci, "digest": put(manifest), "size": len(manifest),
+    "annotations": {"org.opencontainers.image.ref.name": "evil"}}]}
+json.dump(index, open(os.path.join(out, "index.json"), "w"))
+json.dump({"imageLayoutVersion": "1.0.0"}, open(os.path.join(out, "oci-layout"), "w"))
+PY
+skopeo copy --quiet --dest-tls-verify=false "oci:$WORK/evil:evil" "docker://$REG/fleet/evil:prod"
+if /usr/bin/time -f %M -o "$WORK/evil.kib" "$AGENT" run --once --source "$REG/fleet/evil:prod" --plain-http \
+  --trust-key "$WORK/keys/drover.pub" --expect-cluster-type bench --expect-environment prod \
+  --target "dir:$WORK/evil-out" --state-dir "$WORK/evil-state" --listen "127.0.0.1:$(free_port)" 2>"$WORK/evil.log"; then
+  echo "the unsigned bundle was accepted"; cat "$WORK/evil.log"; exit 1
+fi
+grep -q 'reason="unsigned"' "$WORK/evil.log" || { echo "not refused as unsigned:"; cat "$WORK/evil.log"; exit 1; }
+printf 'peak RSS refusing an unsigned bundle with a 45 MiB layer: %.1f MiB (--once, /usr/bin/time %%M; goal < 20 MiB)\n' \
+  "$(echo "$(tail -1 "$WORK/evil.kib") / 1024" | bc -l)"

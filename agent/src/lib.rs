@@ -1,22 +1,28 @@
 //! drover-agent: the cluster side of drover. One poll runs the pipeline
 //! `resolve -> fetch -> verify -> unpack -> plan -> apply -> wait -> prune -> record`
 //! (one module per stage, each returning a [`stage::StageError`] when it stops; wired in
-//! [`pipeline`]) against a [`targets::Target`];
+//! [`pipeline`]; fetch and verify interleave in [`admit`] so that nothing unverified is
+//! downloaded) against a [`targets::Target`];
 //! [`run`] loops it, [`serve`] exposes it over HTTP, [`query`] reads it back.
 
+pub mod admit;
 pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod fetch;
+pub mod fleetsim;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
 pub mod order;
 pub mod pipeline;
 pub mod plan;
+pub mod private;
 pub mod prune;
 pub mod query;
+pub mod recall;
 pub mod record;
+pub mod report;
 pub mod resolve;
 pub mod run;
 pub mod serve;
@@ -46,6 +52,7 @@ fn init_logs(format: LogFormat) {
 /// The whole program: parses the command line and runs it. Returns the exit code.
 pub fn main_entry() -> i32 {
     memory::limit_arenas();
+    private::restrict_umask();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

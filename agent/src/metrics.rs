@@ -25,6 +25,7 @@ pub struct Metrics {
     drift: Counter,
     verification_failures: Family<Labels, Counter>,
     health: Family<Labels, Gauge>,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -48,6 +49,7 @@ impl Metrics {
             drift: Counter::default(),
             verification_failures: Family::default(),
             health: Family::default(),
+            leader: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed)", m.polls.clone());
@@ -64,6 +66,7 @@ impl Metrics {
         registry.register("drift_corrections", "Objects changed back by a resync of an unchanged bundle", m.drift.clone());
         registry.register("verification_failures", "Bundles refused, by reason", m.verification_failures.clone());
         registry.register("health", "Health of the applied state after the last apply (1 for the current state: Healthy, Progressing, Degraded)", m.health.clone());
+        registry.register("leader", "1 when this agent leads its cluster or runs without leader election, 0 on standby", m.leader.clone());
         Metrics { registry, ..m }
     }
 
@@ -90,6 +93,11 @@ impl Metrics {
         for s in ["Healthy", "Progressing", "Degraded"] {
             self.health.get_or_create(&l(&[("state", s)])).set(i64::from(s == state));
         }
+    }
+
+    /// Sets the role: `single` or `leader` → 1, `standby` → 0.
+    pub fn role(&self, role: &str) {
+        self.leader.set(i64::from(role != "standby"));
     }
 
     /// Counts object outcomes.

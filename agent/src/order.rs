@@ -1,5 +1,5 @@
 //! The one home of object ordering (as fluxcd/pkg `ssa/sort.go`): the order objects are
-//! applied in ([`ApplyStage`], DESIGN §5, used by the plan stage) and the order they are
+//! applied in ([`ApplyStage`], docs/design.md §5, used by the plan stage) and the order they are
 //! deleted in ([`DeletePhase`], used by the prune of every target that deletes).
 
 use drover_proto::object::ObjectRef;

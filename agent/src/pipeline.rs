@@ -1,8 +1,10 @@
 //! One poll of the pipeline:
 //! `resolve -> fetch -> verify -> unpack -> plan -> apply -> wait -> prune -> record`.
 //! Each stage is a module with a typed input and output; this module wires them and
-//! decides what is recorded.
+//! decides what is recorded. Before fetch the floor and inventory are raised by the
+//! target's own record of them ([`recall`]); after record they are written back to it.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,11 +17,12 @@ use crate::plan::Policy;
 use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
 use crate::resolve::Source;
 use crate::status::Status;
-use crate::targets::{Action, Health, ObjectOutcome, Target};
+use crate::targets::{Action, ApplyReport, ApplyRequest, Health, ObjectOutcome, Target};
 use crate::shared::Shared;
 use crate::stage::StageError;
+use crate::admit::Admission;
 use crate::verify::{Expectations, Trust};
-use crate::{apply, fetch, plan, prune, resolve, unpack, verify, wait};
+use crate::{apply, fetch, plan, prune, recall, resolve, unpack, wait};
 
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +57,7 @@ pub struct Pipeline {
     pub shared: Arc<Shared>,
     /// Set while the target is being changed (SIGTERM then waits for the cycle).
     pub critical: Arc<AtomicBool>,
+    fingerprint: String,
     last_apply: Option<Instant>,
     rejected: Option<(String, &'static str)>,
 }
@@ -81,6 +85,7 @@ impl Pipeline {
         shared: Arc<Shared>,
     ) -> Self {
         Pipeline {
+            fingerprint: trust.fingerprint(),
             source,
             target,
             trust,
@@ -137,7 +142,9 @@ impl Pipeline {
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: true };
             }
         };
-        if state.applied_digest.as_deref() == Some(digest.as_str()) && !resync_due {
+        // The applied digest verified under another trust policy is re-verified now.
+        let verified_now = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
+        if state.applied_digest.as_deref() == Some(digest.as_str()) && !resync_due && verified_now {
             tracing::debug!("{digest} unchanged");
             self.shared.metrics.poll("Unchanged");
             self.shared.ready.store(true, Ordering::Relaxed);
@@ -164,23 +171,31 @@ impl Pipeline {
         self.process(digest, state, None).await
     }
 
-    /// Runs fetch..record for `digest`.
+    /// Runs fetch..record for `digest`, with the floor and inventory raised by the
+    /// target's record ([`recall`]).
     async fn process(&mut self, digest: String, state: SourceState, note: Option<String>) -> CycleOutcome {
+        let (state, recall_note) = recall::recall(self.target.as_ref(), state).await;
+        let notes: Vec<String> = note.into_iter().chain(recall_note).collect();
         let resync = state.applied_digest.as_deref() == Some(digest.as_str());
         let mut at = Attempted { digest: digest.clone(), sequence: None, stage: "fetch", resync };
-        let fetched = match fetch::fetch(&self.source, self.store(), &digest).await {
-            Ok(f) => f,
-            Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
+        let admission = Admission {
+            source: &self.source,
+            store: &self.shared.store,
+            trust: &self.trust,
+            fingerprint: &self.fingerprint,
+            expect: &self.expect,
+            state: &state,
         };
-        at.sequence = Some(fetched.bundle.config.sequence);
-        at.stage = "verify";
-        let from_cache = fetched.from_cache;
-        let verified =
-            match verify::verify(self.source.repo(), fetched.bundle, &self.trust, resync, &self.expect, &state).await {
-                Ok(v) => v,
-                Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
-            };
-        if !from_cache {
+        let admitted = match admission.admit(&digest).await {
+            Ok(a) => a,
+            Err(stop) => {
+                (at.stage, at.sequence) = (stop.stage, stop.sequence);
+                return self.finish(&state, at, Err(stop.error), Vec::new());
+            }
+        };
+        let verified = admitted.verified;
+        at.sequence = Some(verified.bundle.config.sequence);
+        if !admitted.from_cache {
             if let Err(e) = fetch::cache(self.store(), &self.source.name, &verified.bundle) {
                 tracing::warn!("caching {digest}: {}", e.message());
             }
@@ -192,26 +207,23 @@ impl Pipeline {
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
         at.stage = "plan";
-        let req = match plan::plan(unpacked, &self.policy, &self.source.name, &self.field_manager) {
+        let known = match plan::cluster_kinds(self.target.as_ref(), &unpacked, &self.policy).await {
+            Ok(k) => k,
+            Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
+        };
+        let req = match plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager) {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
         at.stage = "apply";
         self.critical.store(true, Ordering::SeqCst);
-        let out = self.change(req, state, at, allow_mass_prune, note).await;
+        let out = self.change(req, state, at, allow_mass_prune, notes).await;
         self.critical.store(false, Ordering::SeqCst);
         out
     }
 
     /// apply -> wait -> prune -> record.
-    async fn change(
-        &mut self,
-        req: crate::targets::ApplyRequest,
-        state: SourceState,
-        mut at: Attempted,
-        allow_mass_prune: bool,
-        note: Option<String>,
-    ) -> CycleOutcome {
+    async fn change(&mut self, req: ApplyRequest, state: SourceState, mut at: Attempted, allow_mass_prune: bool, notes: Vec<String>) -> CycleOutcome {
         let target = self.target.clone();
         let report = match apply::apply(target.as_ref(), &req).await {
             Ok(r) => r,
@@ -219,56 +231,22 @@ impl Pipeline {
         };
         count_outcomes(&self.shared.metrics, &report.outcomes);
         if report.failed() {
-            self.shared.metrics.apply("Failed");
-            let first = report.first_failure().map(|o| format!("{}: {}", o.object, o.message)).unwrap_or_default();
-            let mut state = state;
-            // Objects the failed apply did create belong to us: keep them in the inventory.
-            let mut inv = state.inventory.clone();
-            for o in report.outcomes.iter().filter(|o| o.action == Action::Created) {
-                push_unique(&mut inv, &o.object);
-            }
-            state.inventory = inv;
-            let e = StageError::Failed(format!("apply of {} failed; nothing pruned: {first}", req.digest));
-            return self.finish(&state, at, Err(e), report.outcomes);
+            return self.apply_failed(&req, state, at, report).await;
         }
+        let mut reasons = notes;
+        let conflicts: BTreeSet<Key> = report.conflicts().map(|o| o.object.key()).collect();
+        if !conflicts.is_empty() {
+            let first: Vec<String> = report.conflicts().take(3).map(|o| format!("{}: {}", o.object, o.message)).collect();
+            reasons.push(format!("{} object(s) not applied, owned by another drover source: {}", conflicts.len(), first.join("; ")));
+        }
+        let applied = without(&req, &conflicts);
         at.stage = "wait";
-        let health = wait::wait(target.as_ref(), &req, self.health_timeout).await;
+        let health = wait::wait(target.as_ref(), &applied, self.health_timeout).await;
         at.stage = "prune";
         let mut outcomes = report.outcomes.clone();
-        let mut inventory: Vec<ObjectRef> = req.objects().map(|o| o.id.clone()).collect();
-        let mut reasons: Vec<String> = note.into_iter().collect();
-        let mut pruned = 0;
-        let mut prune_refused = false;
-        match prune::decide(&state.inventory, &req, self.max_prune_ratio, allow_mass_prune) {
-            prune::Decision::Nothing => {}
-            prune::Decision::Refused { candidates, message } => {
-                tracing::warn!("{message}");
-                self.shared.metrics.prune_refused();
-                prune_refused = true;
-                for c in candidates {
-                    outcomes.push(ObjectOutcome::with(c.clone(), Action::Refused, "prune safety valve"));
-                    push_unique(&mut inventory, &c);
-                }
-                reasons.push(message);
-            }
-            prune::Decision::Prune(preq) => match prune::prune(target.as_ref(), &preq).await {
-                Ok(rep) => {
-                    pruned = rep.deleted();
-                    self.shared.metrics.pruned(pruned as u64);
-                    count_outcomes(&self.shared.metrics, &rep.outcomes);
-                    for o in rep.remaining() {
-                        push_unique(&mut inventory, o);
-                    }
-                    outcomes.extend(rep.outcomes);
-                }
-                Err(e) => {
-                    for c in &preq.delete {
-                        push_unique(&mut inventory, c);
-                    }
-                    reasons.push(e.message().to_string());
-                }
-            },
-        }
+        let pruned = self.prune_stage(&state.inventory, &req, &applied, allow_mass_prune).await;
+        outcomes.extend(pruned.outcomes);
+        reasons.extend(pruned.reasons);
         at.stage = "record";
         let drift = if at.resync { report.changed() } else { 0 };
         if drift > 0 {
@@ -280,22 +258,87 @@ impl Pipeline {
         let mut state = state;
         state.applied_digest = Some(req.digest.clone());
         state.applied_sequence = Some(req.sequence);
+        state.policy_fingerprint = Some(self.fingerprint.clone());
         state.applied_at = Some(now_rfc3339());
         state.health = Some(health.health);
         self.shared.metrics.health(&health.health.to_string());
-        state.inventory = inventory;
+        state.inventory = pruned.inventory;
         if health.health != Health::Healthy {
             let detail: Vec<String> = health.objects.iter().take(5).map(|o| format!("{}: {}", o.object, o.message)).collect();
             reasons.push(format!("health {}: {}", health.health, detail.join("; ")));
         }
-        tracing::info!(digest = %req.digest, sequence = req.sequence, changed = report.changed(), pruned, "applied");
-        let extra = Extra { drift, pruned, prune_refused, health: Some(health.health), reason: reasons.join("; ") };
+        reasons.extend(recall::keep(target.as_ref(), &state).await);
+        tracing::info!(digest = %req.digest, sequence = req.sequence, changed = report.changed(), pruned = pruned.deleted, "applied");
+        let unhealthy = health.objects.into_iter().take(drover_proto::report::MAX_FAILING).collect();
+        let extra = Extra { drift, pruned: pruned.deleted, prune_refused: pruned.refused, health: Some(health.health), unhealthy, reason: reasons.join("; ") };
         let out = self.finish_ok(&state, at, outcomes, extra);
         if let Err(e) = self.store().cache_retain(&self.source.name, &[req.digest.as_str()]) {
             tracing::warn!("{e}");
         }
         self.last_apply = Some(Instant::now());
         self.shared.ready.store(true, Ordering::Relaxed);
+        out
+    }
+
+    /// Records a failed apply: nothing is pruned; objects it created join the inventory.
+    async fn apply_failed(&mut self, req: &ApplyRequest, mut state: SourceState, at: Attempted, report: ApplyReport) -> CycleOutcome {
+        self.shared.metrics.apply("Failed");
+        let first = report.first_failure().map(|o| format!("{}: {}", o.object, o.message)).unwrap_or_default();
+        let before = state.inventory.len();
+        for o in report.outcomes.iter().filter(|o| matches!(o.action, Action::Created | Action::Adopted)) {
+            push_unique(&mut state.inventory, &o.object);
+        }
+        if state.inventory.len() > before {
+            recall::keep(self.target.as_ref(), &state).await;
+        }
+        let e = StageError::Failed(format!("apply of {} failed; nothing pruned: {first}", req.digest));
+        self.finish(&state, at, Err(e), report.outcomes)
+    }
+
+    /// prune: candidates, Namespaces held back, the safety valve, the target's delete.
+    /// `applied` is `req` without the objects of other sources (the new inventory).
+    async fn prune_stage(&self, previous: &[ObjectRef], req: &ApplyRequest, applied: &ApplyRequest, allow_mass_prune: bool) -> Pruned {
+        let target = self.target.as_ref();
+        let mut out = Pruned { inventory: applied.objects().map(|o| o.id.clone()).collect(), ..Pruned::default() };
+        let namespaces: Vec<ObjectRef> = prune::candidates(previous, req).into_iter().filter(prune::is_namespace).collect();
+        let contents = if namespaces.is_empty() { Vec::new() } else { target.namespace_contents(&namespaces).await };
+        let plan = prune::decide(previous, req, &contents, self.max_prune_ratio, allow_mass_prune);
+        for h in plan.held {
+            tracing::warn!("{}: {}", h.object, h.message);
+            out.reasons.push(format!("{}: {}", h.object, h.message));
+            push_unique(&mut out.inventory, &h.object);
+            out.outcomes.push(h);
+        }
+        match plan.decision {
+            prune::Decision::Nothing => {}
+            prune::Decision::Refused { candidates, message } => {
+                tracing::warn!("{message}");
+                self.shared.metrics.prune_refused();
+                out.refused = true;
+                for c in candidates {
+                    out.outcomes.push(ObjectOutcome::with(c.clone(), Action::Refused, "prune safety valve"));
+                    push_unique(&mut out.inventory, &c);
+                }
+                out.reasons.push(message);
+            }
+            prune::Decision::Prune(preq) => match prune::prune(target, &preq).await {
+                Ok(rep) => {
+                    out.deleted = rep.deleted();
+                    self.shared.metrics.pruned(out.deleted as u64);
+                    count_outcomes(&self.shared.metrics, &rep.outcomes);
+                    for o in rep.remaining() {
+                        push_unique(&mut out.inventory, o);
+                    }
+                    out.outcomes.extend(rep.outcomes);
+                }
+                Err(e) => {
+                    for c in &preq.delete {
+                        push_unique(&mut out.inventory, c);
+                    }
+                    out.reasons.push(e.message().to_string());
+                }
+            },
+        }
         out
     }
 
@@ -318,6 +361,7 @@ impl Pipeline {
             prune_refused: extra.prune_refused,
             health: extra.health,
             objects,
+            unhealthy: extra.unhealthy,
         };
         self.rejected = None;
         self.save(state, summary, Some(attempt), AttemptResult::Applied, false)
@@ -362,6 +406,7 @@ impl Pipeline {
             prune_refused: false,
             health: None,
             objects,
+            unhealthy: Vec::new(),
         });
         self.save(state, summary, attempt, result, unreachable)
     }
@@ -369,6 +414,7 @@ impl Pipeline {
     fn save(&mut self, state: &SourceState, summary: AttemptSummary, attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
         let mut state = state.clone();
         state.last_attempt = Some(summary);
+        crate::report::observe(&self.shared.observed, &state, attempt.as_ref());
         if let Err(e) = self.store().record(&state, attempt) {
             tracing::error!("recording the attempt: {e}");
         }
@@ -384,11 +430,39 @@ impl Pipeline {
     }
 }
 
+/// What the prune stage did.
+#[derive(Default)]
+struct Pruned {
+    /// The new inventory (applied objects plus what stays on the target).
+    inventory: Vec<ObjectRef>,
+    /// Per-object outcomes (held back, refused, deleted, kept, failed).
+    outcomes: Vec<ObjectOutcome>,
+    /// For the attempt's reason.
+    reasons: Vec<String>,
+    /// Objects deleted.
+    deleted: usize,
+    /// The safety valve refused.
+    refused: bool,
+}
+
+type Key = (String, String, Option<String>, String);
+
+/// `req` without the objects in `drop`.
+fn without(req: &ApplyRequest, drop: &BTreeSet<Key>) -> ApplyRequest {
+    let mut r = req.clone();
+    for g in &mut r.groups {
+        g.objects.retain(|o| !drop.contains(&o.id.key()));
+    }
+    r.groups.retain(|g| !g.objects.is_empty());
+    r
+}
+
 struct Extra {
     drift: usize,
     pruned: usize,
     prune_refused: bool,
     health: Option<Health>,
+    unhealthy: Vec<crate::targets::ObjectHealth>,
     reason: String,
 }
 

@@ -8,7 +8,8 @@ use std::path::Path;
 use drover_proto::object::ObjectRef;
 use serde::{Deserialize, Serialize};
 
-use crate::targets::{Health, ObjectOutcome};
+use crate::private;
+use crate::targets::{Health, ObjectHealth, ObjectOutcome};
 
 /// Attempts kept in the history.
 pub const HISTORY_CAP: usize = 100;
@@ -98,6 +99,9 @@ pub struct Attempt {
     /// Per-object outcomes (apply then prune).
     #[serde(default)]
     pub objects: Vec<ObjectOutcome>,
+    /// Objects the wait stage found not healthy (the first few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unhealthy: Vec<ObjectHealth>,
 }
 
 /// What is applied for one source.
@@ -110,6 +114,11 @@ pub struct SourceState {
     pub applied_digest: Option<String>,
     /// Applied sequence (anti-rollback floor).
     pub applied_sequence: Option<u64>,
+    /// Fingerprint of the trust policy the applied digest was verified under
+    /// (`verify::Trust::fingerprint`); absent in state written by older agents (the applied
+    /// digest is then re-verified once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_fingerprint: Option<String>,
     /// When it was applied (RFC 3339).
     pub applied_at: Option<String>,
     /// Health after the last apply.
@@ -146,11 +155,18 @@ const PARTS: [&str; 3] = ["manifest", "config", "layer"];
 
 impl Store {
     /// Opens (creating) the database in `dir`. Fails when another process holds it.
+    /// The database directory and its files are private (0700/0600, see
+    /// [`crate::private`]); `dir` itself too when the agent may change it (a volume's
+    /// mount point may belong to root: then a warning).
     pub fn open(dir: &Path) -> Result<Self, RecordError> {
         let path = dir.join("db");
         let err = |e: sled::Error| RecordError::Db { path: path.display().to_string(), message: e.to_string() };
-        std::fs::create_dir_all(dir).map_err(|e| err(e.into()))?;
+        private::create_dir_all(&path).map_err(|e| err(e.into()))?;
+        if let Err(e) = private::tighten_dir(dir) {
+            tracing::warn!("cannot make the state directory {} private (mode 0700): {e}; its database directory is", dir.display());
+        }
         let db = sled::Config::new().path(&path).cache_capacity(CACHE_CAPACITY).mode(sled::Mode::LowSpace).open().map_err(err)?;
+        private::tighten(&path).map_err(|e| err(e.into()))?;
         let sources = db.open_tree("sources").map_err(err)?;
         let cache = db.open_tree("cache").map_err(err)?;
         let history = db.open_tree("history").map_err(err)?;

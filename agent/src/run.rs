@@ -18,6 +18,7 @@ use crate::pipeline::Pipeline;
 use crate::shared::Shared;
 use crate::plan::Policy;
 use crate::record::{AttemptResult, Store};
+use crate::report::{Observed, Reporter};
 use crate::resolve::Source;
 use crate::status::Status;
 use crate::targets::Target;
@@ -29,7 +30,13 @@ pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>>
         TargetSpec::Dir(p) => Ok(Arc::new(crate::targets::dir::DirTarget::open(p).with_context(|| format!("target dir:{}", p.display()))?)),
         TargetSpec::Kube => {
             use crate::targets::kube::{KubeOptions, KubeTarget};
-            let opts = KubeOptions { force: !settings.no_force, concurrency: settings.apply_concurrency, ..KubeOptions::default() };
+            let opts = KubeOptions {
+                force: !settings.no_force,
+                concurrency: settings.apply_concurrency,
+                impersonate: settings.service_account.as_ref().map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}")),
+                state_namespace: settings.agent_namespace.clone(),
+                ..KubeOptions::default()
+            };
             Ok(Arc::new(KubeTarget::connect(opts).await.context("target kube")?))
         }
     }
@@ -63,6 +70,24 @@ async fn terminated() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// Sets the agent's role (`single`, `leader`, `standby`) in `/status` and `/metrics`.
+fn set_role(shared: &Shared, role: &str) {
+    shared.status.lock().expect("status lock").role = role.into();
+    shared.metrics.role(role);
+}
+
+/// The fleet reporter of the settings (`None`: reporting is off).
+fn reporter(settings: &Settings, client: &RegistryClient) -> anyhow::Result<Option<Reporter>> {
+    let Some(rs) = &settings.report else {
+        tracing::info!("fleet reports off (no --cluster-name, or --no-report)");
+        return Ok(None);
+    };
+    let repo = crate::report::open_repository(rs, client).with_context(|| format!("opening the reports repository {} (--report-to)", rs.to))?;
+    let r = Reporter::new(repo, rs.clone());
+    tracing::info!(to = %r.describe(), interval = ?rs.interval, "fleet reports on");
+    Ok(Some(r))
+}
+
 /// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let trust = if settings.insecure_skip_verify {
@@ -75,13 +100,19 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         tracing::warn!("no --expect-cluster-type/--expect-environment: a signed bundle for any cluster type or environment is accepted");
     }
     let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
-    let client = RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), credentials: None })
+    let client = RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), ..Default::default() })
         .context("registry client")?;
     let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
     let target = open_target(&settings).await?;
     let mut status = Status { source: settings.source.clone(), target: target.describe(), role: "single".into(), ..Default::default() };
-    status.set_state(&store.source(&settings.source)?);
-    let shared = Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone() });
+    let state = store.source(&settings.source)?;
+    status.set_state(&state);
+    let observed = Mutex::new(Observed::default());
+    crate::report::observe(&observed, &state, None);
+    let shared =
+        Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed });
+    let mut reporter = reporter(&settings, &client)?;
+    set_role(&shared, "single");
     let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("cannot listen on {} (--listen)", settings.listen))?;
     let app = crate::serve::router(shared.clone());
     tokio::spawn(async move {
@@ -95,7 +126,11 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         target,
         trust,
         Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() },
-        Policy { allowed_namespaces: settings.allowed_namespaces.clone(), denied_kinds: settings.denied_kinds.clone() },
+        Policy {
+            allowed_namespaces: settings.allowed_namespaces.clone(),
+            allowed_cluster_kinds: settings.allowed_cluster_kinds.clone(),
+            denied_kinds: settings.denied_kinds.clone(),
+        },
         settings.field_manager.clone(),
         settings.max_prune_ratio,
         settings.resync,
@@ -116,7 +151,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let code = loop {
         if let Some(el) = election.as_mut() {
             if !el.is_leader() {
-                shared.status.lock().expect("status lock").role = "standby".into();
+                set_role(&shared, "standby");
                 shared.ready.store(true, Ordering::Relaxed);
                 tracing::info!("standby: another agent holds the leader lease");
                 tokio::select! {
@@ -124,7 +159,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
                     _ = &mut stop => break 0,
                 }
             }
-            shared.status.lock().expect("status lock").role = "leader".into();
+            set_role(&shared, "leader");
         }
         let outcome = {
             let cycle = pipeline.cycle();
@@ -144,6 +179,14 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         };
         let Some(out) = outcome else { break 0 };
         crate::memory::trim();
+        if let Some(r) = reporter.as_mut() {
+            let obs = shared.observed.lock().expect("observed lock").clone();
+            if once {
+                r.flush(&obs).await;
+            } else {
+                r.after_cycle(&obs);
+            }
+        }
         if once {
             break match out.result {
                 AttemptResult::Applied | AttemptResult::Unchanged if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,

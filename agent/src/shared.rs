@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::metrics::Metrics;
 use crate::record::Store;
+use crate::report::Observed;
 use crate::status::Status;
 
 /// State shared between the pipeline and the HTTP server.
@@ -17,4 +18,6 @@ pub struct Shared {
     pub metrics: Metrics,
     /// The database.
     pub store: Arc<Store>,
+    /// What the next fleet report says (written where attempts are recorded).
+    pub observed: Mutex<Observed>,
 }

@@ -25,6 +25,9 @@ pub struct Status {
     pub applied_sequence: Option<u64>,
     /// When it was applied.
     pub applied_at: Option<String>,
+    /// Fingerprint of the trust policy the applied digest was verified under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_fingerprint: Option<String>,
     /// Health after the last apply.
     pub health: Option<Health>,
     /// Number of objects in the inventory.
@@ -44,6 +47,7 @@ impl Status {
         self.applied_digest = s.applied_digest.clone();
         self.applied_sequence = s.applied_sequence;
         self.applied_at = s.applied_at.clone();
+        self.policy_fingerprint = s.policy_fingerprint.clone();
         self.health = s.health;
         self.inventory = s.inventory.len();
         self.last_attempt = s.last_attempt.clone();

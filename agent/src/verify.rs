@@ -1,14 +1,19 @@
-//! Stage 3, verify: the trust policy (signatures, fail closed), then the signed config's
-//! cluster type and environment against what this agent expects, then anti-rollback
-//! (a sequence lower than the applied one is refused; equal only with the same digest).
+//! Stage 3, verify: the checks that admit a digest, each run as soon as what it needs is
+//! in hand ([`crate::admit`] orders them with the downloads): the trust policy over the
+//! manifest digest ([`signatures`], fail closed) before any blob is read, then the signed
+//! config's cluster type and environment and anti-rollback ([`identity`]) before the
+//! content layer is read. Also the trust policy's [`Trust::fingerprint`], recorded with
+//! the applied digest so that a changed policy re-verifies it.
 
 use drover_proto::channel::admits::admits;
 use drover_proto::channel::{ChannelError, Position};
+use drover_proto::config::BundleConfig;
+use drover_proto::digest::sha256_digest;
 use drover_proto::trust::{self, TrustError, TrustPolicy};
 use drover_proto::{FetchedBundle, Repo};
 
-use crate::stage::StageError;
 use crate::record::SourceState;
+use crate::stage::StageError;
 
 /// What the bundle must match besides its signatures.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +32,27 @@ pub enum Trust {
     SkipInsecure,
 }
 
+/// The fingerprint recorded for `--insecure-skip-verify`.
+pub const INSECURE_FINGERPRINT: &str = "insecure";
+
+impl Trust {
+    /// Identifies the policy: `sha256:` over the threshold and the sorted fingerprints of
+    /// the trusted keys (where the key files live does not matter), or `insecure`. Two
+    /// policies with the same fingerprint accept exactly the same signatures.
+    pub fn fingerprint(&self) -> String {
+        match self {
+            Trust::SkipInsecure => INSECURE_FINGERPRINT.to_string(),
+            Trust::Policy(p) => {
+                let mut keys: Vec<&str> = p.keys.iter().map(|k| k.fingerprint()).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                let text = format!("drover-trust-policy-v1\nthreshold {}\n{}\n", p.threshold, keys.join("\n"));
+                sha256_digest(text.as_bytes())
+            }
+        }
+    }
+}
+
 /// A bundle that passed every check of this stage.
 pub struct Verified {
     /// The bundle.
@@ -39,30 +65,26 @@ fn reject(reason: &'static str, message: String) -> StageError {
     StageError::Rejected { reason, message }
 }
 
-/// Checks signatures in `repo` (unless `skip_signatures`: re-applying an already applied
-/// digest from the cache), expectations and anti-rollback against `state`.
-pub async fn verify(
-    repo: &Repo,
-    bundle: FetchedBundle,
-    trust: &Trust,
-    skip_signatures: bool,
-    expect: &Expectations,
-    state: &SourceState,
-) -> Result<Verified, StageError> {
-    let digest = bundle.digest.clone();
-    let mut signers = Vec::new();
-    if let (Trust::Policy(policy), false) = (trust, skip_signatures) {
-        match trust::verify(repo, &digest, policy).await {
-            Ok(v) if v.satisfied => signers = v.matched.iter().map(|m| m.fingerprint.clone()).collect(),
-            Ok(v) => return Err(reject("signature", format!("{digest}: signature policy not satisfied: {}", v.failure_summary()))),
-            Err(TrustError::Store(e)) => return Err(StageError::Unreachable(format!("reading signatures of {digest}: {e}"))),
-            Err(e @ TrustError::Unsigned { .. }) => return Err(reject("unsigned", e.to_string())),
-            Err(e @ TrustError::Tampered { .. }) => return Err(reject("tampered", e.to_string())),
-            Err(e @ TrustError::NotSatisfied(_)) => return Err(reject("signature", e.to_string())),
-            Err(e) => return Err(reject("policy", e.to_string())),
-        }
+/// Checks the signatures of `digest` in `repo` against the policy (nothing to check with
+/// `--insecure-skip-verify`). Returns the fingerprints of the keys that signed. Reads
+/// only the signature manifest and its payloads: the bundle's own blobs are not needed,
+/// the signatures bind the manifest digest and the manifest binds every blob.
+pub async fn signatures(repo: &Repo, digest: &str, trust: &Trust) -> Result<Vec<String>, StageError> {
+    let Trust::Policy(policy) = trust else { return Ok(Vec::new()) };
+    match trust::verify(repo, digest, policy).await {
+        Ok(v) if v.satisfied => Ok(v.matched.iter().map(|m| m.fingerprint.clone()).collect()),
+        Ok(v) => Err(reject("signature", format!("{digest}: signature policy not satisfied: {}", v.failure_summary()))),
+        Err(TrustError::Store(e)) => Err(StageError::Unreachable(format!("reading signatures of {digest}: {e}"))),
+        Err(e @ TrustError::Unsigned { .. }) => Err(reject("unsigned", e.to_string())),
+        Err(e @ TrustError::Tampered { .. }) => Err(reject("tampered", e.to_string())),
+        Err(e @ TrustError::NotSatisfied(_)) => Err(reject("signature", e.to_string())),
+        Err(e) => Err(reject("policy", e.to_string())),
     }
-    let cfg = &bundle.config;
+}
+
+/// Checks the signed config of `digest` against what this agent expects (cluster type,
+/// environment) and against the applied state (anti-rollback).
+pub fn identity(digest: &str, cfg: &BundleConfig, expect: &Expectations, state: &SourceState) -> Result<(), StageError> {
     if let Some(want) = &expect.cluster_type {
         if &cfg.cluster_type != want {
             return Err(reject(
@@ -79,8 +101,7 @@ pub async fn verify(
             ));
         }
     }
-    check_rollback(&digest, cfg.sequence, state)?;
-    Ok(Verified { bundle, signers })
+    check_rollback(digest, cfg.sequence, state)
 }
 
 /// Anti-rollback against the applied state: the channel module's admission rule
@@ -109,5 +130,20 @@ mod tests {
         assert!(check_rollback("sha256:a", 5, &st).is_ok());
         assert!(check_rollback("sha256:b", 6, &st).is_ok());
         assert!(check_rollback("sha256:b", 0, &SourceState::default()).is_ok());
+    }
+
+    #[test]
+    fn fingerprint_depends_on_keys_and_threshold_only() {
+        use drover_proto::keys::PrivateKey;
+        let (ka, kb) = (PrivateKey::generate().unwrap(), PrivateKey::generate().unwrap());
+        let (a, b) = (ka.public_key(), kb.public_key());
+        let fp = |keys: Vec<&drover_proto::keys::PublicKey>, t| {
+            Trust::Policy(TrustPolicy::new(keys.into_iter().cloned().collect(), t).unwrap()).fingerprint()
+        };
+        assert_eq!(fp(vec![a, b], 1), fp(vec![b, a], 1));
+        assert_ne!(fp(vec![a, b], 1), fp(vec![a, b], 2));
+        assert_ne!(fp(vec![a, b], 1), fp(vec![a], 1));
+        assert_ne!(fp(vec![a], 1), fp(vec![b], 1));
+        assert_eq!(Trust::SkipInsecure.fingerprint(), INSECURE_FINGERPRINT);
     }
 }

@@ -48,6 +48,8 @@ pub enum Command {
     Export(cmd::export::Args),
     /// Verify and push the contents of an OCI archive into a registry.
     Import(cmd::import::Args),
+    /// The fleet as the agents' reports show it: status, wait for a ring, the fleet page.
+    Fleet(cmd::fleet::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -84,5 +86,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rollback(a) => cmd::rollback::run(a, out).await,
         Command::Export(a) => cmd::export::run(a, out).await,
         Command::Import(a) => cmd::import::run(a, out).await,
+        Command::Fleet(a) => cmd::fleet::run(a, out).await,
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod fleet;
 pub mod input;
 pub mod output;
 pub mod platform;

@@ -1,4 +1,4 @@
-//! Release records and the promotion gate (DESIGN §7). Every `drover publish` of
+//! Release records and the promotion gate (docs/design.md §7). Every `drover publish` of
 //! environment E at revision R leaves a small signed OCI artifact in
 //! `PREFIX/drover-releases` (tags `E-R` and `E`); publishing the next environment in
 //! `fleet.yaml` order at R requires a verified record `<previous env>-R`.

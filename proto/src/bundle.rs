@@ -1,5 +1,5 @@
 //! Assembling a bundle (config + content layer + manifest) from objects, and
-//! reading one back: the single place that knows the artifact's shape (DESIGN §3).
+//! reading one back: the single place that knows the artifact's shape (docs/design.md §3).
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! The bundle config blob (`application/vnd.drover.bundle.config.v1+json`, DESIGN §3).
+//! The bundle config blob (`application/vnd.drover.bundle.config.v1+json`, docs/design.md §3).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Signing keys (DESIGN §4): cosign's encrypted private-key format and plain PKCS#8
+//! Signing keys (docs/design.md §4): cosign's encrypted private-key format and plain PKCS#8
 //! PEM private keys, PEM SubjectPublicKeyInfo public keys, all ECDSA P-256, and the
 //! key fingerprint (`sha256` of the DER SPKI, hex) used to name keys in reports.
 

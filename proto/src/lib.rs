@@ -17,6 +17,7 @@ pub mod object;
 pub mod ocitar;
 pub mod reference;
 pub mod registry;
+pub mod report;
 pub mod repo;
 pub mod time;
 pub mod trust;

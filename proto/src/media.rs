@@ -1,4 +1,4 @@
-//! Media types and annotation keys of the drover bundle contract (DESIGN §3, §4).
+//! Media types and annotation keys of the drover bundle contract (docs/design.md §3, §4).
 
 /// OCI image manifest media type used for bundles and signature manifests.
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -12,8 +12,12 @@ pub const BUNDLE_ARTIFACT_TYPE: &str = "application/vnd.drover.bundle.v1";
 pub const BUNDLE_CONFIG: &str = "application/vnd.drover.bundle.config.v1+json";
 /// Media type of the single content layer (the standard one, on purpose).
 pub const BUNDLE_LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-/// Media type of a release record (DESIGN §7).
+/// Media type of a release record (docs/design.md §7).
 pub const RELEASE_RECORD: &str = "application/vnd.drover.release.v1+json";
+/// `artifactType` of a fleet report (docs/fleet.md).
+pub const REPORT_ARTIFACT_TYPE: &str = "application/vnd.drover.report.v1";
+/// Media type of a fleet report's config blob: the report document itself.
+pub const REPORT_CONFIG: &str = "application/vnd.drover.report.v1+json";
 /// Media type of a cosign simple-signing layer.
 pub const COSIGN_SIMPLESIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The empty OCI config descriptor media type.

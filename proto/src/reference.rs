@@ -1,4 +1,4 @@
-//! References (DESIGN §2): registry references, `oci:DIR[:REF]` and `oci-archive:FILE[:REF]`.
+//! References (docs/design.md §2): registry references, `oci:DIR[:REF]` and `oci-archive:FILE[:REF]`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -151,7 +151,7 @@ pub fn valid_tag(t: &str) -> bool {
 }
 
 impl Reference {
-    /// Parses any reference form of DESIGN §2.
+    /// Parses any reference form of docs/design.md §2.
     pub fn parse(input: &str) -> Result<Self, ReferenceError> {
         let split = |rest: &str| -> Result<(PathBuf, Option<String>), ReferenceError> {
             // `DIR@sha256:HEX` names a manifest by digest; otherwise `DIR[:REF]`.

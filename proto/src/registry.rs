@@ -1,83 +1,125 @@
-//! Registry access on `oci-client`: manifests and blobs with size limits and digest
-//! checks, pushes, and the one-request `HEAD` the agent polls with.
+//! Registry access (OCI distribution API over `reqwest`, rustls): manifests and blobs
+//! with size caps enforced while streaming and digest checks, pushes, tag lists, and
+//! the one-request `HEAD` the agent polls with. Every request has a total deadline;
+//! explicit credentials go only to their registry; authorisation is learnt from the
+//! registry's challenges and reused (see `docs/registries.md`).
+
+mod authorize;
+mod diagnose;
+mod request;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures::StreamExt;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::secrets::RegistryAuth;
+use bytes::Bytes;
+use reqwest::Method;
 
-use crate::auth::{docker_config_credentials, Credentials};
+use crate::auth::HostCredentials;
 use crate::digest::{sha256_digest, verify_digest};
-use crate::media;
 use crate::error::StoreError;
+use crate::media;
 use crate::reference::RegistryRef;
+use authorize::{Authorizer, Scope};
+use request::{read_capped, Call, Engine};
+
+pub use request::MIN_TRANSFER_RATE;
 
 /// Media types accepted when fetching manifests.
 pub const MANIFEST_ACCEPT: &[&str] = &[media::OCI_MANIFEST, media::DOCKER_MANIFEST, media::OCI_INDEX];
 
-/// How to reach registries: the flags shared by every command (DESIGN §2).
+/// The per-request deadline when neither [`RegistryOptions::timeout`] nor
+/// `DROVER_REGISTRY_TIMEOUT` says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The environment variable that sets the registry timeout (e.g. `2s`, `1m`).
+pub const TIMEOUT_ENV: &str = "DROVER_REGISTRY_TIMEOUT";
+
+/// Largest tag list page read.
+const MAX_TAG_PAGE: u64 = 16 << 20;
+/// Manifest size cap when a `HEAD` answer lacks a digest and the manifest is hashed.
+const MAX_HEAD_MANIFEST: u64 = 4 << 20;
+
+/// How to reach registries: the flags shared by every command (docs/design.md §2).
 #[derive(Debug, Clone, Default)]
 pub struct RegistryOptions {
     /// Use plain HTTP instead of HTTPS.
     pub plain_http: bool,
-    /// Extra CA certificate (PEM) to trust.
+    /// Extra CA certificate(s) (PEM) to trust besides the system ones.
     pub ca_file: Option<PathBuf>,
-    /// Explicit credentials; otherwise the Docker config is consulted.
-    pub credentials: Option<Credentials>,
+    /// Explicit credentials, bound to one registry host; every other host gets what the
+    /// Docker config holds for it.
+    pub credentials: Option<HostCredentials>,
+    /// Total deadline of one request (headers; bodies get this plus their size at
+    /// [`MIN_TRANSFER_RATE`]). `None`: `DROVER_REGISTRY_TIMEOUT`, else [`DEFAULT_TIMEOUT`].
+    pub timeout: Option<Duration>,
 }
 
-/// A registry client: one per process, shared by all operations.
+impl RegistryOptions {
+    /// The effective per-request deadline: the option, else `DROVER_REGISTRY_TIMEOUT`,
+    /// else [`DEFAULT_TIMEOUT`]. The one place the variable is read.
+    pub fn effective_timeout(&self) -> Result<Duration, StoreError> {
+        if let Some(t) = self.timeout {
+            return Ok(t);
+        }
+        match std::env::var(TIMEOUT_ENV) {
+            Ok(v) => parse_timeout(&v).map_err(|e| StoreError::Config(format!("{TIMEOUT_ENV}={v:?}: {e}"))),
+            Err(_) => Ok(DEFAULT_TIMEOUT),
+        }
+    }
+}
+
+/// Parses a registry timeout (`30s`, `2m`, `1500ms`); zero is refused.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim()).map_err(|e| format!("not a duration ({e}); write e.g. 30s or 2m"))?;
+    if d.is_zero() {
+        return Err("the registry timeout must be more than zero".into());
+    }
+    Ok(d)
+}
+
+/// A registry client: one per process, shared by all operations (clones share the
+/// connection pool and what was learnt about authentication).
 #[derive(Clone)]
 pub struct RegistryClient {
-    oci: oci_client::Client,
-    http: reqwest::Client,
+    engine: Arc<Engine>,
     opts: RegistryOptions,
-    token_auth: Arc<AtomicBool>,
 }
 
-fn transport(what: impl Into<String>, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Transport { what: what.into(), message: e.to_string() }
-}
-
-fn is_not_found(e: &OciDistributionError) -> bool {
-    match e {
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                OciErrorCode::ManifestUnknown | OciErrorCode::NotFound | OciErrorCode::NameUnknown | OciErrorCode::BlobUnknown
-            )
-        }),
-        _ => false,
+/// The system's trusted roots plus `--ca-file`'s certificates.
+fn trust_roots(ca_file: Option<&PathBuf>) -> Result<Vec<reqwest::Certificate>, StoreError> {
+    let native = rustls_native_certs::load_native_certs();
+    let mut roots: Vec<reqwest::Certificate> = native.certs.iter().filter_map(|c| reqwest::Certificate::from_der(c).ok()).collect();
+    if let Some(ca) = ca_file {
+        let pem = std::fs::read(ca).map_err(|e| StoreError::Config(format!("cannot read --ca-file {}: {e}", ca.display())))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .ok()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| StoreError::Config(format!("--ca-file {} holds no PEM certificate", ca.display())))?;
+        roots.extend(certs);
     }
+    Ok(roots)
 }
 
 impl RegistryClient {
     /// Builds a client from the shared flags.
     pub fn new(opts: RegistryOptions) -> Result<Self, StoreError> {
-        let mut cfg = ClientConfig {
-            protocol: if opts.plain_http { ClientProtocol::Http } else { ClientProtocol::Https },
-            use_monolithic_push: true,
-            ..Default::default()
+        let timeout = opts.effective_timeout()?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .read_timeout(timeout)
+            .tls_certs_only(trust_roots(opts.ca_file.as_ref())?)
+            .user_agent(concat!("drover/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| StoreError::Config(format!("HTTP client: {e}")))?;
+        let engine = Engine {
+            http,
+            plain_http: opts.plain_http,
+            ca_file: opts.ca_file.clone(),
+            timeout,
+            auth: Authorizer::new(opts.credentials.clone()),
         };
-        let mut http = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10));
-        if let Some(ca) = &opts.ca_file {
-            let pem = std::fs::read(ca).map_err(|e| StoreError::Config(format!("cannot read --ca-file {}: {e}", ca.display())))?;
-            let cert = reqwest::Certificate::from_pem(&pem)
-                .map_err(|e| StoreError::Config(format!("--ca-file {} is not a PEM certificate: {e}", ca.display())))?;
-            http = http.tls_certs_merge([cert]);
-            cfg.extra_root_certificates.push(Certificate { encoding: CertificateEncoding::Pem, data: pem });
-        }
-        cfg.connect_timeout = Some(std::time::Duration::from_secs(10));
-        cfg.read_timeout = Some(std::time::Duration::from_secs(120));
-        let oci = oci_client::Client::try_from(cfg).map_err(|e| StoreError::Config(format!("registry client: {e}")))?;
-        let http = http.build().map_err(|e| StoreError::Config(format!("HTTP client: {e}")))?;
-        Ok(RegistryClient { oci, http, opts, token_auth: Arc::new(AtomicBool::new(false)) })
+        Ok(RegistryClient { engine: Arc::new(engine), opts })
     }
 
     /// The options this client was built with.
@@ -85,115 +127,97 @@ impl RegistryClient {
         &self.opts
     }
 
-    fn credentials(&self, registry: &str) -> Result<Option<Credentials>, StoreError> {
-        match &self.opts.credentials {
-            Some(c) => Ok(Some(c.clone())),
-            None => docker_config_credentials(registry).map_err(StoreError::Config),
+    /// The per-request deadline in force.
+    pub fn timeout(&self) -> Duration {
+        self.engine.timeout
+    }
+
+    fn url(&self, r: &RegistryRef, tail: &str) -> String {
+        format!("{}://{}/v2/{}/{tail}", self.engine.scheme(), r.registry, r.repository)
+    }
+
+    fn call<'a>(&self, r: &'a RegistryRef, method: Method, tail: &str, scope: Scope, what: &'a str) -> Call<'a> {
+        Call {
+            method,
+            url: self.url(r, tail),
+            registry: &r.registry,
+            repository: &r.repository,
+            scope,
+            accept: None,
+            content_type: None,
+            body: None,
+            what,
         }
-    }
-
-    fn auth(&self, registry: &str) -> Result<RegistryAuth, StoreError> {
-        Ok(match self.credentials(registry)? {
-            Some(c) => RegistryAuth::Basic(c.username, c.password),
-            None => RegistryAuth::Anonymous,
-        })
-    }
-
-    async fn prime(&self, r: &RegistryRef) -> Result<oci_client::Reference, StoreError> {
-        let oci = r.to_oci();
-        self.oci.store_auth_if_needed(oci.resolve_registry(), &self.auth(&r.registry)?).await;
-        Ok(oci)
     }
 
     /// Resolves a tag (or digest) to the manifest digest with one `HEAD` request.
     /// Returns `None` when the manifest does not exist.
     pub async fn head(&self, r: &RegistryRef) -> Result<Option<String>, StoreError> {
         let what = format!("HEAD {r}");
-        if !self.token_auth.load(Ordering::Relaxed) {
-            let scheme = if self.opts.plain_http { "http" } else { "https" };
-            let lookup = r.lookup().unwrap_or("latest");
-            let url = format!("{scheme}://{}/v2/{}/manifests/{lookup}", r.registry, r.repository);
-            let mut req = self.http.head(&url).header("Accept", MANIFEST_ACCEPT.join(", "));
-            if let Some(c) = self.credentials(&r.registry)? {
-                req = req.basic_auth(c.username, Some(c.password));
-            }
-            let res = req.send().await.map_err(|e| transport(&what, e))?;
-            match res.status().as_u16() {
-                200 => {
-                    if let Some(d) = res.headers().get("docker-content-digest").and_then(|v| v.to_str().ok()) {
-                        return Ok(Some(d.to_string()));
-                    }
-                }
-                404 => return Ok(None),
-                401 => self.token_auth.store(true, Ordering::Relaxed),
-                s if s >= 500 => return Err(transport(&what, format!("registry answered HTTP {s}"))),
-                s => return Err(transport(&what, format!("registry answered HTTP {s}"))),
-            }
-        }
-        let oci = self.prime(r).await?;
-        match self.oci.fetch_manifest_digest(&oci, &self.auth(&r.registry)?).await {
-            Ok(d) => Ok(Some(d)),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(transport(what, e)),
+        let accept = MANIFEST_ACCEPT.join(", ");
+        let lookup = r.lookup().unwrap_or("latest");
+        let call = Call { accept: Some(&accept), ..self.call(r, Method::HEAD, &format!("manifests/{lookup}"), Scope::Pull, &what) };
+        let res = self.engine.send(&call).await?;
+        match res.status().as_u16() {
+            200 => match res.headers().get("docker-content-digest").and_then(|v| v.to_str().ok()) {
+                Some(d) if crate::digest::is_valid_digest(d) => Ok(Some(d.to_string())),
+                // No (usable) digest header: hash the manifest itself.
+                _ => Ok(Some(self.manifest(r, MAX_HEAD_MANIFEST).await?.1)),
+            },
+            404 => Ok(None),
+            _ => Err(self.engine.unexpected(&what, res).await),
         }
     }
 
-    /// Fetches a manifest by tag or digest, refusing more than `max` bytes and checking
-    /// its digest against the reference's digest when it has one. Returns bytes and digest.
+    /// Fetches a manifest by tag or digest, refusing more than `max` bytes (stops
+    /// reading there) and checking its digest against the reference's digest when it has
+    /// one. Returns bytes and digest.
     pub async fn manifest(&self, r: &RegistryRef, max: u64) -> Result<(Vec<u8>, String), StoreError> {
-        let oci = self.prime(r).await?;
         let what = format!("manifest {r}");
-        let (body, _) = match self.oci.pull_manifest_raw(&oci, &self.auth(&r.registry)?, MANIFEST_ACCEPT).await {
-            Ok(x) => x,
-            Err(e) if is_not_found(&e) => return Err(StoreError::NotFound(what)),
-            Err(OciDistributionError::DigestError(e)) => {
-                return Err(StoreError::DigestMismatch { what, expected: r.lookup().unwrap_or("").into(), actual: e.to_string() })
-            }
-            Err(e) => return Err(transport(what, e)),
-        };
-        if body.len() as u64 > max {
-            return Err(StoreError::TooLarge { what, size: body.len() as u64, limit: max });
+        let accept = MANIFEST_ACCEPT.join(", ");
+        let lookup = r.lookup().unwrap_or("latest");
+        let call = Call { accept: Some(&accept), ..self.call(r, Method::GET, &format!("manifests/{lookup}"), Scope::Pull, &what) };
+        let res = self.engine.send(&call).await?;
+        match res.status().as_u16() {
+            200 => {}
+            404 => return Err(StoreError::NotFound(what)),
+            _ => return Err(self.engine.unexpected(&what, res).await),
         }
+        let body = read_capped(res, max, &what, &self.engine).await?;
         let digest = sha256_digest(&body);
         if let Some(expected) = &r.digest {
             if &digest != expected {
                 return Err(StoreError::DigestMismatch { what, expected: expected.clone(), actual: digest });
             }
         }
-        Ok((body.to_vec(), digest))
+        Ok((body, digest))
     }
 
     /// Fetches a blob, streaming with a size cap, and checks its digest.
     pub async fn blob(&self, r: &RegistryRef, digest: &str, max: u64) -> Result<Vec<u8>, StoreError> {
-        let oci = self.prime(r).await?;
         let what = format!("blob {digest} in {}", r.repository_url());
-        let desc = oci_client::manifest::OciDescriptor { digest: digest.to_string(), ..Default::default() };
-        let mut stream = match self.oci.pull_blob_stream(&oci, &desc).await {
-            Ok(s) => s,
-            Err(e) if is_not_found(&e) => return Err(StoreError::NotFound(what)),
-            Err(e) => return Err(transport(what, e)),
-        };
-        if let Some(len) = stream.content_length {
-            if len > max {
-                return Err(StoreError::TooLarge { what, size: len, limit: max });
-            }
+        let call = self.call(r, Method::GET, &format!("blobs/{digest}"), Scope::Pull, &what);
+        let res = self.engine.send(&call).await?;
+        match res.status().as_u16() {
+            200 => {}
+            404 => return Err(StoreError::NotFound(what)),
+            _ => return Err(self.engine.unexpected(&what, res).await),
         }
-        let mut data = Vec::with_capacity(stream.content_length.unwrap_or(0).min(max) as usize);
-        while let Some(chunk) = stream.stream.next().await {
-            let chunk = chunk.map_err(|e| transport(&what, e))?;
-            if (data.len() + chunk.len()) as u64 > max {
-                return Err(StoreError::TooLarge { what, size: (data.len() + chunk.len()) as u64, limit: max });
-            }
-            data.extend_from_slice(&chunk);
-        }
+        let data = read_capped(res, max, &what, &self.engine).await?;
         verify_digest(&data, digest).map_err(|actual| StoreError::DigestMismatch { what, expected: digest.into(), actual })?;
         Ok(data)
     }
 
     /// True when the repository already holds the blob.
     pub async fn blob_exists(&self, r: &RegistryRef, digest: &str) -> Result<bool, StoreError> {
-        let oci = self.prime(r).await?;
-        self.oci.blob_exists(&oci, digest).await.map_err(|e| transport(format!("HEAD blob {digest} in {}", r.repository_url()), e))
+        let what = format!("HEAD blob {digest} in {}", r.repository_url());
+        let call = self.call(r, Method::HEAD, &format!("blobs/{digest}"), Scope::Pull, &what);
+        let res = self.engine.send(&call).await?;
+        match res.status().as_u16() {
+            200 => Ok(true),
+            404 => Ok(false),
+            _ => Err(self.engine.unexpected(&what, res).await),
+        }
     }
 
     /// Uploads a blob unless the repository already has it. Returns true when uploaded.
@@ -201,30 +225,102 @@ impl RegistryClient {
         if self.blob_exists(r, digest).await? {
             return Ok(false);
         }
-        let oci = self.prime(r).await?;
-        self.oci
-            .push_blob(&oci, data, digest)
-            .await
-            .map_err(|e| transport(format!("push blob {digest} to {}", r.repository_url()), e))?;
-        Ok(true)
+        let what = format!("push blob {digest} to {}", r.repository_url());
+        let start = self.call(r, Method::POST, "blobs/uploads/", Scope::Push, &what);
+        let res = self.engine.send(&start).await?;
+        if res.status().as_u16() != 202 {
+            return Err(self.engine.unexpected(&what, res).await);
+        }
+        let location = res
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| StoreError::Transport { what: what.clone(), message: "upload started without a Location".into() })?;
+        let base = reqwest::Url::parse(&start.url).expect("valid URL");
+        let mut url = base
+            .join(location)
+            .map_err(|e| StoreError::Transport { what: what.clone(), message: format!("bad upload Location {location:?}: {e}") })?;
+        url.query_pairs_mut().append_pair("digest", digest);
+        let put = Call {
+            url: url.to_string(),
+            content_type: Some("application/octet-stream"),
+            body: Some(Bytes::from(data)),
+            ..self.call(r, Method::PUT, "", Scope::Push, &what)
+        };
+        let res = self.engine.send(&put).await?;
+        match res.status().as_u16() {
+            201 | 204 => Ok(true),
+            _ => Err(self.engine.unexpected(&what, res).await),
+        }
     }
 
     /// Pushes manifest bytes under `r`'s tag (or digest). Returns the manifest digest.
     pub async fn push_manifest(&self, r: &RegistryRef, bytes: Vec<u8>, media_type: &str) -> Result<String, StoreError> {
-        let oci = self.prime(r).await?;
+        let what = format!("push manifest {r}");
         let digest = sha256_digest(&bytes);
-        let ct = reqwest::header::HeaderValue::from_str(media_type).map_err(|e| StoreError::Config(e.to_string()))?;
-        self.oci.push_manifest_raw(&oci, bytes, ct).await.map_err(|e| transport(format!("push manifest {r}"), e))?;
-        Ok(digest)
+        let lookup = r.lookup().unwrap_or(&digest).to_string();
+        let call = Call {
+            content_type: Some(media_type),
+            body: Some(Bytes::from(bytes)),
+            ..self.call(r, Method::PUT, &format!("manifests/{lookup}"), Scope::Push, &what)
+        };
+        let res = self.engine.send(&call).await?;
+        match res.status().as_u16() {
+            201 | 200 | 204 => Ok(digest),
+            _ => Err(self.engine.unexpected(&what, res).await),
+        }
     }
 
-    /// Lists the repository's tags.
+    /// Lists the repository's tags (following `Link` pagination).
     pub async fn list_tags(&self, r: &RegistryRef) -> Result<Vec<String>, StoreError> {
-        let oci = self.prime(r).await?;
-        match self.oci.list_tags(&oci, &self.auth(&r.registry)?, None, None).await {
-            Ok(t) => Ok(t.tags),
-            Err(e) if is_not_found(&e) => Ok(vec![]),
-            Err(e) => Err(transport(format!("list tags of {}", r.repository_url()), e)),
+        let what = format!("list tags of {}", r.repository_url());
+        let mut tags = Vec::new();
+        let mut next = Some(self.url(r, "tags/list"));
+        while let Some(url) = next.take() {
+            let call = Call { url, ..self.call(r, Method::GET, "", Scope::Pull, &what) };
+            let res = self.engine.send(&call).await?;
+            match res.status().as_u16() {
+                200 => {}
+                404 => return Ok(tags),
+                _ => return Err(self.engine.unexpected(&what, res).await),
+            }
+            next = next_page(&call.url, res.headers().get("link").and_then(|v| v.to_str().ok()));
+            let body = read_capped(res, MAX_TAG_PAGE, &what, &self.engine).await?;
+            let doc: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| StoreError::Transport { what: what.clone(), message: format!("tag list is not JSON: {e}") })?;
+            tags.extend(doc["tags"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)));
         }
+        Ok(tags)
+    }
+}
+
+/// The `rel="next"` URL of a `Link` header, resolved against `current`.
+fn next_page(current: &str, link: Option<&str>) -> Option<String> {
+    let link = link?;
+    let part = link.split(',').find(|p| p.contains("rel=\"next\"") || p.contains("rel=next"))?;
+    let target = part.split_once('<')?.1.split_once('>')?.0;
+    reqwest::Url::parse(current).ok()?.join(target).ok().map(|u| u.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_parse() {
+        assert_eq!(parse_timeout("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_timeout(" 1m ").unwrap(), Duration::from_secs(60));
+        assert!(parse_timeout("0s").is_err());
+        assert!(parse_timeout("soon").unwrap_err().contains("30s"));
+    }
+
+    #[test]
+    fn link_pagination() {
+        let cur = "https://r.example/v2/a/tags/list";
+        assert_eq!(
+            next_page(cur, Some("</v2/a/tags/list?last=x&n=100>; rel=\"next\"")).as_deref(),
+            Some("https://r.example/v2/a/tags/list?last=x&n=100")
+        );
+        assert_eq!(next_page(cur, None), None);
     }
 }

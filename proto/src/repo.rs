@@ -13,7 +13,7 @@ use crate::media;
 use crate::reference::{Reference, RegistryRef};
 use crate::registry::RegistryClient;
 
-/// Size limits for fetching untrusted bundles (DESIGN §5).
+/// Size limits for fetching untrusted bundles (docs/design.md §5).
 #[derive(Debug, Clone, Copy)]
 pub struct FetchLimits {
     /// Maximum manifest size.
@@ -235,6 +235,13 @@ impl Repo {
     pub async fn fetch_bundle(&self, lookup: &str, limits: &FetchLimits) -> Result<FetchedBundle, StoreError> {
         let (manifest_bytes, digest) = self.manifest(lookup, limits.manifest).await?;
         let head = self.fetch_bundle_head(manifest_bytes, digest, limits).await?;
+        self.fetch_layer(head, limits).await
+    }
+
+    /// Completes a bundle from [`Repo::fetch_bundle_head`] with its content layer (size
+    /// from the descriptor checked against `limits.layer` before the download, streamed
+    /// with that cap, digest and length checked).
+    pub async fn fetch_layer(&self, head: FetchedBundle, limits: &FetchLimits) -> Result<FetchedBundle, StoreError> {
         let layer_desc = head.manifest.bundle_layer().map_err(StoreError::Malformed)?.clone();
         if layer_desc.size > limits.layer {
             return Err(StoreError::TooLarge { what: "content layer".into(), size: layer_desc.size, limit: limits.layer });

@@ -32,6 +32,17 @@ pub fn normalize_rfc3339(s: &str) -> Result<String, TimeError> {
     Ok(format_timestamp(t))
 }
 
+/// Parses RFC 3339 with any offset into Unix seconds (a fraction is dropped).
+pub fn parse_rfc3339(s: &str) -> Result<i64, TimeError> {
+    let t: Timestamp = s.trim().parse().map_err(|_| TimeError::NotRfc3339)?;
+    Ok(t.as_second() - i64::from(t.subsec_nanosecond() < 0))
+}
+
+/// The current time in Unix seconds.
+pub fn now_unix() -> i64 {
+    Timestamp::now().as_second()
+}
+
 fn format_timestamp(t: Timestamp) -> String {
     let floor = t.as_second() - i64::from(t.subsec_nanosecond() < 0);
     let whole = Timestamp::from_second(floor).unwrap_or(t);
@@ -52,6 +63,8 @@ mod tests {
         assert!(normalize_rfc3339("yesterday").is_err());
         assert!(normalize_rfc3339("2024-02-30T00:00:00Z").is_err());
         assert!(format_rfc3339(i64::MAX).is_err());
+        assert_eq!(parse_rfc3339("2023-11-14T23:13:20+01:00").unwrap(), 1_700_000_000);
+        assert!(parse_rfc3339("soon").is_err());
         let now = now_rfc3339();
         assert_eq!(now.len(), 20, "{now}");
         assert_eq!(normalize_rfc3339(&now).unwrap(), now);

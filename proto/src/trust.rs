@@ -1,4 +1,4 @@
-//! The trust policy (DESIGN §4), shared by `drover verify/promote/import` and the agent:
+//! The trust policy (docs/design.md §4), shared by `drover verify/promote/import` and the agent:
 //! a set of public keys and a threshold; verification of cosign key-based signatures
 //! read through any [`Repo`] (registry, OCI layout, OCI archive), fail closed.
 

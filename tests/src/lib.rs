@@ -5,10 +5,15 @@
 
 pub mod bins;
 pub mod fakekube;
+pub mod misbehave;
+pub mod proxy;
 pub mod registry;
+pub mod spawn;
+pub mod tls;
+pub mod token;
 
 pub use bins::{bin, run, run_ok, tool_ok, Out};
-pub use registry::Registry;
+pub use registry::{Registry, RegistrySetup};
 
 /// A free TCP port on 127.0.0.1 (bound then released).
 pub fn free_port() -> u16 {

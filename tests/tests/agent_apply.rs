@@ -248,3 +248,50 @@ fn resync_corrects_drift_on_the_target() {
     assert_eq!(h[0]["resync"], true);
     assert_eq!(h[0]["drift"], 1, "{}", h[0]);
 }
+
+/// Every directory and file under `root` (itself included) with its permission bits.
+fn modes(root: &std::path::Path) -> Vec<(String, bool, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let md = std::fs::symlink_metadata(&p).unwrap();
+        out.push((p.display().to_string(), md.is_dir(), md.permissions().mode() & 0o777));
+        if md.is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    out
+}
+
+#[test]
+fn state_and_target_are_private_whatever_the_umask() {
+    let fx = Fx::new();
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: app\nstringData:\n  password: hunter2\n".to_string();
+    let run_permissive = |fx: &Fx| {
+        // umask 0: whatever the agent creates without an explicit mode is world-readable.
+        let mut args = fx.agent_args(&fx.tag_ref);
+        args.push("--once".into());
+        let out: drover_tests::Out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("umask 0 && exec \"$0\" \"$@\"")
+            .arg(drover_tests::bin("drover-agent"))
+            .args(&args)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    };
+    fx.push(&[("secret", secret.clone()), ("cm", cm("app", "a", "1").1)], 1, Some("k1"), &[]);
+    run_permissive(&fx);
+    // An update (stage, swap, prune) and a new sled snapshot on the second run.
+    fx.push(&[("secret", secret.replace("hunter2", "hunter3")), ("cm2", cm("other", "b", "2").1)], 2, Some("k1"), &["--allow-mass-prune"]);
+    run_permissive(&fx);
+    assert!(std::fs::read_to_string(fx.target().join("manifests/app/Secret.core.db.yaml")).unwrap().contains("hunter3"));
+    for root in [fx.target(), fx.p("state")] {
+        let all = modes(&root);
+        assert!(all.iter().filter(|(_, dir, _)| !dir).count() >= 2, "{all:?}");
+        let open: Vec<_> = all.iter().filter(|(_, dir, mode)| *mode != if *dir { 0o700 } else { 0o600 }).collect();
+        assert!(open.is_empty(), "directories must be 0700 and files 0600 under {}: {open:#?}", root.display());
+    }
+}

@@ -8,7 +8,7 @@ use drover_tests::fakekube::{ErrorRule, FakeApiProcess, FakeApiServer, RolloutMo
 use fakekube_support::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -344,4 +344,65 @@ async fn lease_updates_use_optimistic_concurrency() {
             .resource_version,
         renewed.metadata.resource_version
     );
+}
+
+#[tokio::test]
+async fn requests_are_counted_per_verb_and_resource() {
+    use drover_tests::fakekube::{kubectl_ok, Verb};
+    use kube::api::{DeleteParams, ListParams, WatchParams};
+    let fake = FakeApiServer::start();
+    let client = client(fake.kubeconfig_path()).await;
+    namespace(&client, "app").await;
+    assert_eq!(fake.request_counts().get(Verb::Patch, "namespaces"), 1);
+    fake.reset_request_counts();
+    assert_eq!(fake.request_counts().total(), 0, "reset forgets every count");
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "app");
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "app");
+    let created: ConfigMap = serde_json::from_value(cm("a", json!({"k": "1"}))).unwrap();
+    let created = cms.create(&PostParams::default(), &created).await.unwrap();
+    cms.get("a").await.unwrap();
+    cms.list(&ListParams::default()).await.unwrap();
+    cms.replace("a", &PostParams::default(), &created).await.unwrap();
+    cms.patch("b", &ssa("drover"), &Patch::Apply(cm("b", json!({})))).await.unwrap();
+    deps.patch("web", &ssa("drover"), &Patch::Apply(deployment("web", 1))).await.unwrap();
+    deps.patch_status("web", &PatchParams::default(), &Patch::Merge(json!({"status": {"replicas": 1}})))
+        .await
+        .unwrap();
+    drop(cms.watch(&WatchParams::default().timeout(1), "0").await.unwrap());
+    fake.inject(ErrorRule::new("GET", "/api/v1/namespaces/app/configmaps/b", 500, "etcd is sad"));
+    assert_eq!(api_err(cms.get("b").await.unwrap_err()).0, 500);
+    cms.delete("a", &DeleteParams::default()).await.unwrap();
+    cms.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
+    // kubectl's LIST counts; its discovery requests do not (they address no resource).
+    kubectl_ok(fake.kubeconfig_path(), &["get", "configmaps", "-n", "app"], "");
+
+    let counts = fake.request_counts();
+    let expect = [
+        (Verb::Create, "configmaps", 1),
+        (Verb::Get, "configmaps", 2), // the injected 500 is a request too
+        (Verb::List, "configmaps", 2),
+        (Verb::Update, "configmaps", 1),
+        (Verb::Patch, "configmaps", 1),
+        (Verb::Watch, "configmaps", 1),
+        (Verb::Delete, "configmaps", 1),
+        (Verb::DeleteCollection, "configmaps", 1),
+        (Verb::Patch, "deployments.apps", 1),
+        (Verb::Patch, "deployments.apps/status", 1),
+    ];
+    for (verb, resource, n) in expect {
+        assert_eq!(counts.get(verb, resource), n, "{verb:?} {resource}: {counts:?}");
+    }
+    assert_eq!(counts.total(), 12, "{counts:?}");
+    assert_eq!(counts.verb(Verb::Patch), 3);
+    assert_eq!(counts.resource("configmaps"), 10);
+
+    // The same counts over HTTP, for the fake-apiserver binary.
+    let http = reqwest::Client::new();
+    let url = format!("{}/fake/request-counts", fake.url());
+    let listed: Vec<Value> = http.get(&url).send().await.unwrap().json().await.unwrap();
+    assert!(listed.contains(&json!({"verb": "DELETECOLLECTION", "resource": "configmaps", "count": 1})), "{listed:?}");
+    assert_eq!(listed.iter().map(|e| e["count"].as_u64().unwrap()).sum::<u64>(), 12);
+    assert!(http.delete(&url).send().await.unwrap().status().is_success());
+    assert_eq!(fake.request_counts().total(), 0);
 }

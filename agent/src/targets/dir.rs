@@ -6,6 +6,8 @@
 //! then swaps it in with two renames (`manifests` → `.drover-old`, stage → `manifests`).
 //! A crash between the renames is repaired when the target is opened again. Nothing is
 //! ever written outside PATH: every path is checked to be a plain relative `manifests/...`.
+//! Bundles carry Secrets: the tree is private (directories 0700, files 0600, see
+//! [`crate::private`]), and so is PATH when the target creates it.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,6 +17,8 @@ use std::time::Duration;
 
 use drover_proto::media;
 use drover_proto::object::ObjectRef;
+
+use crate::private;
 
 use super::{
     Action, ApplyReport, ApplyRequest, BoxFuture, HealthReport, ObjectOutcome, PruneReport, PruneRequest, Target, TargetError,
@@ -35,12 +39,19 @@ fn io_err(path: &Path, e: io::Error) -> TargetError {
 }
 
 impl DirTarget {
-    /// Opens (creating) the directory and repairs an interrupted swap.
+    /// Opens (creating, private) the directory, repairs an interrupted swap and makes a
+    /// tree written by an older agent private.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, TargetError> {
         let root = root.into();
-        fs::create_dir_all(&root).map_err(|e| io_err(&root, e))?;
+        if !root.is_dir() {
+            private::create_dir_all(&root).map_err(|e| io_err(&root, e))?;
+        }
         let t = DirTarget { root };
         t.recover()?;
+        let tree = t.tree();
+        if tree.is_dir() {
+            private::tighten(&tree).map_err(|e| io_err(&tree, e))?;
+        }
         Ok(t)
     }
 
@@ -122,7 +133,7 @@ impl DirTarget {
         if stage_root.exists() {
             fs::remove_dir_all(&stage_root).map_err(ctx(&stage_root))?;
         }
-        fs::create_dir_all(stage_root.join(TREE)).map_err(ctx(&stage_root))?;
+        private::create_dir_all(&stage_root.join(TREE)).map_err(ctx(&stage_root))?;
         // Keep the current files the bundle lacks: only prune removes them.
         let tree = self.tree();
         if tree.is_dir() {
@@ -133,7 +144,7 @@ impl DirTarget {
                 }
                 let dst = stage_root.join(&rel);
                 if let Some(parent) = dst.parent() {
-                    fs::create_dir_all(parent).map_err(ctx(parent))?;
+                    private::create_dir_all(parent).map_err(ctx(parent))?;
                 }
                 if fs::hard_link(&file, &dst).is_err() {
                     fs::copy(&file, &dst).map_err(ctx(&file))?;
@@ -143,9 +154,9 @@ impl DirTarget {
         for (rel, data) in wanted {
             let dst = stage_root.join(rel);
             if let Some(parent) = dst.parent() {
-                fs::create_dir_all(parent).map_err(ctx(parent))?;
+                private::create_dir_all(parent).map_err(ctx(parent))?;
             }
-            fs::write(&dst, data).map_err(ctx(&dst))?;
+            private::write_file(&dst, data).map_err(ctx(&dst))?;
         }
         let old = self.root.join(OLD);
         if tree.exists() {

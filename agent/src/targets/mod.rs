@@ -17,7 +17,13 @@
 //!    the candidates plus the previous inventory for context). The target itself honours
 //!    `drover.dev/prune: disabled` (kept) and ownership (an object whose
 //!    `drover.dev/source` names another source, or that lacks our managed-by label, is
-//!    refused), and reports deleted / kept / refused per object.
+//!    refused), and reports deleted / kept / refused per object. Before deciding, the
+//!    pipeline asks what deleting a Namespace would take with it
+//!    ([`Target::namespace_contents`]).
+//!
+//! A target may also keep a [`TargetRecord`] (floor and inventory) next to the objects
+//! ([`Target::read_record`], [`Target::write_record`]): the kube target does, so a new
+//! agent with an empty state directory knows what is applied.
 //!
 //! Decisions that are NOT the target's: which objects to prune (inventory difference),
 //! the prune-ratio safety valve, and never pruning after a failed apply all live in the
@@ -109,12 +115,18 @@ pub enum Action {
     Kept,
     /// Prune: refused (not ours, or the safety valve held it back).
     Refused,
+    /// Apply: the object existed without drover's label (made by hand or another tool)
+    /// and was taken over; drover manages (and prunes) it from now on.
+    Adopted,
+    /// Apply: the object belongs to another drover source; not applied, not in this
+    /// source's inventory, never pruned by it (see `message`).
+    Conflict,
 }
 
 impl Action {
     /// True when the target changed this object.
     pub fn changed(self) -> bool {
-        matches!(self, Action::Created | Action::Configured | Action::Deleted)
+        matches!(self, Action::Created | Action::Configured | Action::Adopted | Action::Deleted)
     }
 }
 
@@ -171,6 +183,11 @@ impl ApplyReport {
     /// The first failure, for the attempt's reason.
     pub fn first_failure(&self) -> Option<&ObjectOutcome> {
         self.outcomes.iter().find(|o| o.action == Action::Failed)
+    }
+
+    /// Objects another drover source owns (not applied; not this source's).
+    pub fn conflicts(&self) -> impl Iterator<Item = &ObjectOutcome> {
+        self.outcomes.iter().filter(|o| o.action == Action::Conflict)
     }
 }
 
@@ -258,12 +275,47 @@ impl PruneReport {
     }
 }
 
+/// What a target keeps about one source next to the objects themselves: the anti-rollback
+/// floor and the prune inventory, a copy of the agent's own record that outlives its state
+/// directory (the kube target: a ConfigMap in the agent's namespace). The agent reads it
+/// on every apply decision (the higher floor wins) and writes it after every recorded
+/// apply.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TargetRecord {
+    /// The source it is about.
+    pub source: String,
+    /// The applied bundle (digest and sequence), when one was applied.
+    pub floor: Option<drover_proto::channel::Position>,
+    /// Fingerprint of the trust policy the applied bundle was verified under (empty when
+    /// unknown).
+    pub policy_fingerprint: String,
+    /// When it was applied (RFC 3339), empty when unknown.
+    pub applied_at: String,
+    /// The objects on the target that belong to the source.
+    pub inventory: Vec<ObjectRef>,
+}
+
+/// What deleting one Namespace would take with it (prune safety).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceContents {
+    /// The Namespace.
+    pub namespace: ObjectRef,
+    /// The objects inside it, without those that are derived from others (owner
+    /// references) and those every namespace has (see the target's docs).
+    pub objects: Vec<ObjectRef>,
+    /// Set when the contents could not be listed completely (the Namespace is then kept).
+    pub error: Option<String>,
+}
+
 /// A target failure that is not about one object (cannot reach the cluster, disk full).
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// The target cannot be reached or used; nothing was changed.
     #[error("target unavailable: {0}")]
     Unavailable(String),
+    /// The record the target keeps ([`TargetRecord`]) cannot be read or written.
+    #[error("{0}")]
+    Record(String),
     /// A local file operation failed.
     #[error("{path}: {message}")]
     Io {
@@ -286,6 +338,15 @@ pub trait Target: Send + Sync {
         true
     }
 
+    /// Whether objects of `kind` in `api_version` are cluster-scoped on this target, when
+    /// the target can tell (the kube target asks discovery); `Ok(None)` (the default): it
+    /// cannot (unknown kind); `Err`: asking failed (worth retrying). The plan stage asks it
+    /// for objects that claim a namespace while `--allow-namespace` is in force: a
+    /// cluster-scoped object is not confined by the namespace it claims.
+    fn cluster_scoped<'a>(&'a self, _api_version: &'a str, _kind: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Applies the groups in order; one outcome per object. `Err` only when nothing could
     /// be attempted (then nothing was changed).
     fn apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<ApplyReport, TargetError>>;
@@ -295,4 +356,25 @@ pub trait Target: Send + Sync {
 
     /// Deletes the requested objects, honouring `drover.dev/prune: disabled` and ownership.
     fn prune<'a>(&'a self, req: &'a PruneRequest) -> BoxFuture<'a, Result<PruneReport, TargetError>>;
+
+    /// What deleting each of `namespaces` would take with it. Default: nothing (a target
+    /// whose Namespaces are plain objects).
+    fn namespace_contents<'a>(&'a self, namespaces: &'a [ObjectRef]) -> BoxFuture<'a, Vec<NamespaceContents>> {
+        Box::pin(async move {
+            namespaces.iter().map(|n| NamespaceContents { namespace: n.clone(), objects: Vec::new(), error: None }).collect()
+        })
+    }
+
+    /// The record this target keeps for `source`; `Ok(None)` when it keeps none.
+    /// Default: the target keeps no record.
+    fn read_record<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetRecord>, TargetError>> {
+        let _ = source;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Stores `record` (after a recorded apply). Default: nothing is kept.
+    fn write_record<'a>(&'a self, record: &'a TargetRecord) -> BoxFuture<'a, Result<(), TargetError>> {
+        let _ = record;
+        Box::pin(async { Ok(()) })
+    }
 }

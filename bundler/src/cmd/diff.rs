@@ -76,8 +76,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
 }
 
 async fn compare(args: &Args) -> anyhow::Result<Report> {
-    let a = load_side(&args.a, args).await?;
-    let b = load_side(&args.b, args).await?;
+    let client = args.registry.client_for(&[&args.a, &args.b])?;
+    let a = load_side(&args.a, args, &client).await?;
+    let b = load_side(&args.b, args, &client).await?;
     let mut report =
         Report { a: a.label.clone(), b: b.label.clone(), equal: true, added: vec![], removed: vec![], changed: vec![], unchanged: 0 };
     for (k, (id, ya)) in &a.objects {
@@ -105,7 +106,7 @@ async fn compare(args: &Args) -> anyhow::Result<Report> {
 
 /// A directory when the argument names an existing directory (and is not `oci:`/`oci-archive:`),
 /// else a bundle reference.
-async fn load_side(arg: &str, args: &Args) -> anyhow::Result<Side> {
+async fn load_side(arg: &str, args: &Args, client: &drover_proto::RegistryClient) -> anyhow::Result<Side> {
     let is_ref = arg.starts_with("oci:") || arg.starts_with("oci-archive:");
     let mut objects = BTreeMap::new();
     if !is_ref && Path::new(arg).is_dir() {
@@ -121,7 +122,7 @@ async fn load_side(arg: &str, args: &Args) -> anyhow::Result<Side> {
         if !is_ref {
             drover_proto::Reference::parse(arg).with_context(|| format!("{arg} is neither an existing directory nor a bundle reference"))?;
         }
-        let fetched = crate::cmd::pull::fetch_objects(arg, &args.registry).await?;
+        let fetched = crate::cmd::pull::fetch_objects(arg, client).await?;
         for o in fetched.objects {
             // Re-canonicalize, so bundles written by other tools or versions compare by content.
             let text = String::from_utf8(canonical_yaml(&o.value)).context("canonical YAML is UTF-8")?;

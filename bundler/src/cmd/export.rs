@@ -1,7 +1,9 @@
-//! `drover export REF... --out FILE`: writes an OCI archive (DESIGN §7, air gap) holding
+//! `drover export REF... --out FILE`: writes an OCI archive (docs/design.md §7, air gap) holding
 //! every bundle with its config and layer AND its cosign signature manifest and payloads.
 //! Ref names are `<repository>:<tag>` and `<repository>:sha256-<hex>.sig`. The archive
-//! is deterministic: the same references (same digests) give byte-identical files.
+//! is deterministic: the same references (same digests) give byte-identical files. A
+//! repository without a tag exports all its tags (a fleet reports repository, carried out
+//! of an air gap for `drover fleet view --reports oci-archive:FILE`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,7 +28,7 @@ const MAX_MANIFEST: u64 = 4 << 20;
 /// Arguments of `drover export`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Bundles to export, each with a tag: HOST/REPO:TAG (or oci:DIR:<repository>:<tag>).
+    /// Bundles to export, each with a tag: HOST/REPO:TAG (or oci:DIR:<repository>:<tag>); HOST/REPO alone exports every tag (e.g. a reports repository).
     #[arg(required = true, value_name = "REF")]
     references: Vec<String>,
     /// The OCI archive to write (replaced atomically).
@@ -43,6 +45,9 @@ struct Exported {
     digest: String,
     signed: bool,
     signature_layers: usize,
+    /// A fleet report (never signed), not a bundle.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    report: bool,
 }
 
 #[derive(Serialize)]
@@ -55,7 +60,7 @@ struct Report {
 
 /// Runs `drover export`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&args.references)?;
     // Parse everything first: a typo in the last reference must not cost a long copy.
     let mut sources = Vec::new();
     for r in &args.references {
@@ -63,8 +68,16 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         let (repo, lookup) = Repo::open(&parsed, &client, false).with_context(|| format!("opening {r}"))?;
         let tag = match (&parsed, lookup) {
             (Reference::Registry(rr), Some(_)) if rr.tag.is_some() && rr.digest.is_none() => rr.tag.clone().unwrap_or_default(),
+            (Reference::Registry(_), None) => {
+                // A whole repository (e.g. PREFIX/drover-reports): every tag but signatures,
+                // which travel with what they sign.
+                for tag in every_tag(&repo, r).await? {
+                    sources.push((format!("{r}:{tag}"), repo.clone(), repo.repository_name(), tag));
+                }
+                continue;
+            }
             (Reference::Registry(_), _) => {
-                anyhow::bail!("{r}: export needs a tag (without @digest), e.g. {r}:prod; the tag is kept in the archive")
+                anyhow::bail!("{r}: export needs a tag (without @digest), e.g. {r}:prod, or the repository alone for all its tags; the tags are kept in the archive")
             }
             (_, Some(t)) => t,
             (_, None) => anyhow::bail!("{r}: name the manifest, oci:DIR:<repository>:<tag>"),
@@ -106,7 +119,11 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
                     vec![
                         b.ref_name.clone(),
                         b.digest.clone(),
-                        if b.signed { format!("{} layer(s)", b.signature_layers) } else { "UNSIGNED".into() },
+                        match (b.report, b.signed) {
+                            (true, _) => "- (fleet report)".into(),
+                            (false, true) => format!("{} layer(s)", b.signature_layers),
+                            (false, false) => "UNSIGNED".into(),
+                        },
                     ]
                 })
                 .collect();
@@ -117,12 +134,25 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     }
 }
 
+/// Every tag of a repository except signature tags, sorted; refuses an empty repository.
+async fn every_tag(repo: &Repo, r: &str) -> anyhow::Result<Vec<String>> {
+    let mut tags: Vec<String> = repo.tags().await.with_context(|| format!("listing the tags of {r}"))?.into_iter().filter(|t| !t.ends_with(".sig")).collect();
+    tags.sort();
+    anyhow::ensure!(!tags.is_empty(), "{r} has no tags to export");
+    Ok(tags)
+}
+
 /// Copies one reference (bundle and, when present, its signature manifest) into the layout.
 async fn export_one(src: &(String, Repo, String, String), layout: &Layout, bar: &indicatif::ProgressBar) -> anyhow::Result<Exported> {
     let (r, repo, repository, tag) = src;
     let ref_name = format!("{repository}:{tag}");
     let (bytes, digest) = repo.manifest(tag, MAX_MANIFEST).await.with_context(|| format!("fetching {r}"))?;
     copy_manifest(repo, layout, &bytes, &ref_name, r).await?;
+    // Fleet reports are never signed: they travel as they are (docs/fleet.md).
+    if Manifest::from_slice(&bytes).is_ok_and(|m| m.artifact_type.as_deref() == Some(media::REPORT_ARTIFACT_TYPE)) {
+        bar.inc(1);
+        return Ok(Exported { reference: r.clone(), ref_name, digest, signed: false, signature_layers: 0, report: true });
+    }
     let sig_tag = signature_tag(&digest);
     let (signed, signature_layers) = match repo.manifest(&sig_tag, MAX_MANIFEST).await {
         Ok((sig_bytes, _)) => {
@@ -136,7 +166,7 @@ async fn export_one(src: &(String, Repo, String, String), layout: &Layout, bar: 
         eprintln!("warning: {r} ({digest}) has no signature; importing it with --key will be refused");
     }
     bar.inc(1);
-    Ok(Exported { reference: r.clone(), ref_name, digest, signed, signature_layers })
+    Ok(Exported { reference: r.clone(), ref_name, digest, signed, signature_layers, report: false })
 }
 
 /// Copies a manifest's blobs (config, layers) and the manifest itself into the layout

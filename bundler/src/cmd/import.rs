@@ -91,7 +91,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     if policy.is_none() {
         eprintln!("warning: no --trust-key: bundles are imported WITHOUT verifying who signed them (malformed signature layers are still dropped); pass --trust-key drover.pub");
     }
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.to])?;
 
     // 1. Read and check everything locally.
     let tmp = drover_proto::ocitar::extract(&args.file).with_context(|| format!("reading {}", args.file.display()))?;

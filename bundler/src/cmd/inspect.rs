@@ -43,7 +43,7 @@ struct Inspection {
 /// Runs `drover inspect`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let parsed = Reference::parse(&args.reference)?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup) = Repo::open(&parsed, &client, false).with_context(|| format!("opening {}", args.reference))?;
     let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add :TAG or @sha256:...)", args.reference))?;
     let limits = FetchLimits::default();

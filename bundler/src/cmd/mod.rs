@@ -13,3 +13,4 @@ pub mod promote;
 pub mod rollback;
 pub mod export;
 pub mod import;
+pub mod fleet;

@@ -1,14 +1,16 @@
 //! `drover promote SRC DST_TAG|DST --trust-key PUB...`: verifies SRC, then points the
 //! destination tag at the same digest, copying bundle and verified signatures when the
 //! destination repository differs (`drover_proto::channel::promote`). Never lowers the
-//! destination's sequence, never mixes cluster types or environments.
+//! destination's sequence, never mixes cluster types or environments. With
+//! `--require-healthy` the health gate (`crate::fleet::gate`) must pass first.
 
 use anyhow::Context;
-use drover_proto::channel::promote::promote;
+use drover_proto::channel::promote::{promote, verified_source};
 use drover_proto::digest::is_valid_digest;
 use drover_proto::reference::valid_tag;
 use drover_proto::{Reference, Repo};
 
+use crate::cmd::fleet::args::{channel_of, gate, GateArgs};
 use crate::output::{print_json, print_table, OutputFormat};
 use crate::regargs::RegistryArgs;
 use crate::signing::open_reference;
@@ -28,12 +30,15 @@ pub struct Args {
     /// Registry connection flags.
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// The health gate (docs/fleet.md): promote only when the source channel's clusters are ready.
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// Runs `drover promote`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let policy = args.trust.policy()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.source, &args.destination])?;
     let (src, src_lookup, _) = open_reference(&args.source, &client, false)?;
     let src_lookup = src_lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add :TAG or @sha256:...)", args.source))?;
     // Destination: a bare tag in the source repository, or a full reference.
@@ -55,6 +60,25 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         }
     };
     let destination = dst.describe(&dst_tag);
+    // With the gate, exactly the digest the gate judged is promoted (the tag may move meanwhile).
+    let mut verdict = None;
+    let src_lookup = match args.gate.rule(None)? {
+        Some(rule) => {
+            let channel = channel_of(&args.source, &src_lookup)?;
+            let head = verified_source(&src, &src_lookup, &policy).await.with_context(|| format!("promoting {} (nothing moved)", args.source))?;
+            let v = gate(&args.gate, &rule, &args.source, &channel, &head.digest, &head.config, &client).await?;
+            if !v.passed {
+                if out == OutputFormat::Json {
+                    print_json(&serde_json::json!({ "promoted": false, "gate": v }))?;
+                }
+                anyhow::bail!("refusing to promote {} to {destination} (nothing moved): {}", args.source, v.describe());
+            }
+            eprintln!("health gate passed: {}", v.describe());
+            verdict = Some(v);
+            head.digest
+        }
+        None => src_lookup,
+    };
     let done = promote(&src, &src_lookup, &dst, &dst_tag, &policy)
         .await
         .with_context(|| format!("promoting {} to {destination} (nothing moved)", args.source))?;
@@ -63,6 +87,9 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             let mut doc = serde_json::to_value(&done)?;
             doc["source"] = serde_json::json!(args.source);
             doc["destination"] = serde_json::json!(destination);
+            if let Some(v) = &verdict {
+                doc["gate"] = serde_json::to_value(v)?;
+            }
             print_json(&doc)?
         }
         OutputFormat::Table => print_table(

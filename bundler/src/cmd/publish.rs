@@ -199,7 +199,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     .map(|(layer_digest, rendered)| Local { rendered, layer_digest })
     .collect();
 
-    let client = args.registry_args.client()?;
+    let client = args.registry_args.client_for(&[&args.registry])?;
     let releases = Repo::Registry { client: client.clone(), repo: releases_ref };
 
     // The promotion gate, before anything is written.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use drover_proto::archive::UnpackLimits;
 use drover_proto::bundle::{open_content, BundleObject};
-use drover_proto::{FetchLimits, FetchedBundle, Reference, Repo};
+use drover_proto::{FetchLimits, FetchedBundle, Reference, RegistryClient, Repo};
 use serde::Serialize;
 
 use crate::output::{print_json, print_table, write_dir_atomically, OutputFormat};
@@ -36,10 +36,9 @@ pub struct Fetched {
 }
 
 /// Fetches a bundle and opens its content (digests, sizes and per-object hashes checked).
-pub async fn fetch_objects(reference: &str, registry: &RegistryArgs) -> anyhow::Result<Fetched> {
+pub async fn fetch_objects(reference: &str, client: &RegistryClient) -> anyhow::Result<Fetched> {
     let parsed = Reference::parse(reference)?;
-    let client = registry.client()?;
-    let (repo, lookup) = Repo::open(&parsed, &client, false).with_context(|| format!("opening {reference}"))?;
+    let (repo, lookup) = Repo::open(&parsed, client, false).with_context(|| format!("opening {reference}"))?;
     let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{reference} names no tag or digest (add :TAG or @sha256:...)"))?;
     let bundle = repo.fetch_bundle(&lookup, &FetchLimits::default()).await.with_context(|| format!("fetching {reference}"))?;
     let objects = open_content(&bundle.config, &bundle.layer, &UnpackLimits::default())
@@ -59,7 +58,8 @@ struct PullSummary {
 /// Runs `drover pull`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     check_out_dir(&args.out)?;
-    let fetched = fetch_objects(&args.reference, &args.registry).await?;
+    let client = args.registry.client_for(&[&args.reference])?;
+    let fetched = fetch_objects(&args.reference, &client).await?;
     write_tree(&args.out, &fetched.objects)?;
     let summary = PullSummary {
         digest: fetched.bundle.digest.clone(),

@@ -47,7 +47,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let loaded = args.bundle.load()?;
     let key = args.key.as_deref().map(crate::signing::load_signing_key).transpose()?;
     let policy = key.as_ref().map(|k| TrustPolicy::new(vec![k.public_key().clone()], 1)).transpose()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.reference])?;
     let (repo, _) = Repo::open(&reference, &client, true)?;
     let sequence = match args.bundle.sequence {
         Some(s) => Sequence::Exact(s),

@@ -45,7 +45,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     } else {
         TrustPolicy::from_files(&args.trust_keys, 1)?
     };
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, true)?;
     let channel = lookup.ok_or_else(|| anyhow::anyhow!("{} must name the channel tag to roll back (HOST/REPO:TAG)", args.reference))?;
     let done = rollback(&repo, &channel, &args.to, &key, &policy, args.allow_mass_prune)

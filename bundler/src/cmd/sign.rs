@@ -35,7 +35,7 @@ pub struct Args {
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let key = load_signing_key(&args.key)?;
     let policy = args.trust.optional_policy()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, true)?;
     let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add @sha256:... or :TAG)", args.reference))?;
     let info = countersign(&repo, &lookup, &key, policy.as_ref()).await.with_context(|| format!("signing {}", args.reference))?;

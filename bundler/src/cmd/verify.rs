@@ -38,7 +38,7 @@ struct Report<'a> {
 /// Runs `drover verify`.
 pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let policy = args.trust.policy()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, false)?;
     let digest = resolve_digest(&repo, lookup.as_deref(), &args.reference).await?;
     let result = verify(&repo, &digest, &policy).await;

@@ -1,4 +1,4 @@
-//! The platform model (DESIGN §6): fleet, cluster types, environments, overrides,
+//! The platform model (docs/design.md §6): fleet, cluster types, environments, overrides,
 //! namespace templates and workloads, loaded strictly, composed and rendered per
 //! (environment, cluster type). See `docs/platform.md`.
 

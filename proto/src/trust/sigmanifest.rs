@@ -1,4 +1,4 @@
-//! The cosign signature manifest (DESIGN §4): the simple-signing payload, one layer per
+//! The cosign signature manifest (docs/design.md §4): the simple-signing payload, one layer per
 //! signature, and the manifest + image config cosign writes at tag `sha256-<hex>.sig`.
 
 use std::collections::BTreeMap;

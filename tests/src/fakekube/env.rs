@@ -5,7 +5,7 @@
 //! reported as ignored (skipped), never as passed. Run it with
 //! `DROVER_E2E_KUBECONFIG=... cargo test -- --include-ignored`.
 
-use super::FakeApiServer;
+use super::apiserver::FakeApiServer;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -102,12 +102,12 @@ macro_rules! kube_scenario {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn fake() {
-                super::$body($crate::fakekube::KubeEnv::fake()).await
+                super::$body($crate::fakekube::env::KubeEnv::fake()).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "real cluster: set DROVER_E2E_KUBECONFIG and run with --ignored"]
             async fn real_cluster() {
-                super::$body($crate::fakekube::KubeEnv::real()).await
+                super::$body($crate::fakekube::env::KubeEnv::real()).await
             }
         }
     };
@@ -115,12 +115,12 @@ macro_rules! kube_scenario {
         mod $name {
             #[test]
             fn fake() {
-                super::$body($crate::fakekube::KubeEnv::fake())
+                super::$body($crate::fakekube::env::KubeEnv::fake())
             }
             #[test]
             #[ignore = "real cluster: set DROVER_E2E_KUBECONFIG and run with --ignored"]
             fn real_cluster() {
-                super::$body($crate::fakekube::KubeEnv::real())
+                super::$body($crate::fakekube::env::KubeEnv::real())
             }
         }
     };

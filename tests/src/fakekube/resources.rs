@@ -36,6 +36,16 @@ impl ResourceInfo {
         }
     }
 
+    /// `Deployment.apps` (or `ConfigMap` in the core group): the group kind that 422
+    /// messages name.
+    pub fn group_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
     /// `deployments.apps` (or `configmaps` in the core group), as error messages name it.
     pub fn qualified(&self) -> String {
         if self.group.is_empty() {

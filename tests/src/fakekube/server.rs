@@ -1,61 +1,28 @@
 //! The HTTP side of the FAKE API server: parses Kubernetes API paths, applies injected
 //! errors, dispatches to the store, logs each request, and serves `/fake/` hooks.
 
+use super::counts::Verb;
 use super::discovery;
-use super::hooks::{Hooks, RequestRecord};
-use super::openapi;
-use super::resources::ResourceInfo;
+use super::hooks::{RequestRecord, LOG_CAP};
+use super::reply::{error_response, json_response};
+use super::routes::{route, Route, Target};
 use super::selector::Selector;
+use super::shared::Shared;
 use super::status::ApiError;
 use super::store::{Deferred, State, WriteOpts};
 use super::util::parse_query;
 use super::watch::WatchFilter;
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// The request log keeps at most this many entries (oldest dropped first).
-pub const LOG_CAP: usize = 100_000;
-
-/// Everything the server shares between requests.
-pub struct Shared {
-    /// Objects and settings.
-    pub state: Mutex<State>,
-    /// Error rules and the request log.
-    pub hooks: Mutex<Hooks>,
-}
-
-impl Shared {
-    /// Locks the store (a poisoned lock is still used: tests want answers, not panics).
-    pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Locks the hooks.
-    pub fn hooks(&self) -> MutexGuard<'_, Hooks> {
-        self.hooks.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// The router: every path goes through [`handle`].
 pub fn router(shared: Arc<Shared>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(shared)
-}
-
-pub(crate) fn json_response(code: u16, v: &Value) -> Response {
-    Response::builder()
-        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(v.to_string()))
-        .expect("response")
-}
-
-pub(crate) fn error_response(e: &ApiError) -> Response {
-    json_response(e.code, &e.to_status())
 }
 
 /// Query parameters of one request.
@@ -65,89 +32,6 @@ impl Query {
     fn get(&self, k: &str) -> Option<&str> {
         self.0.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str())
     }
-}
-
-/// Where a resource request points.
-pub(crate) struct Target {
-    pub(crate) res: ResourceInfo,
-    pub(crate) ns: Option<String>,
-    pub(crate) name: Option<String>,
-    pub(crate) sub: Option<String>,
-}
-
-pub(crate) enum Route {
-    Doc(Value),
-    Aggregated(Value),
-    Resource(Target),
-}
-
-pub(crate) fn route(state: &State, segs: &[&str], accept: &str) -> Result<Route, ApiError> {
-    let all: Vec<&ResourceInfo> = state.all_resources().collect();
-    let (group, version, rest) = match segs {
-        ["version"] => return Ok(Route::Doc(discovery::version())),
-        ["openapi", "v3"] => return Ok(Route::Doc(openapi::root(&all))),
-        ["openapi", "v3", "api", v] => {
-            return openapi::group_version(&all, "", v)
-                .map(Route::Doc)
-                .ok_or_else(ApiError::no_route)
-        }
-        ["openapi", "v3", "apis", g, v] => {
-            return openapi::group_version(&all, g, v)
-                .map(Route::Doc)
-                .ok_or_else(ApiError::no_route)
-        }
-        ["api"] if discovery::wants_aggregated(accept) => {
-            return Ok(Route::Aggregated(discovery::aggregated(&all, true)))
-        }
-        ["apis"] if discovery::wants_aggregated(accept) => {
-            return Ok(Route::Aggregated(discovery::aggregated(&all, false)))
-        }
-        ["api"] => return Ok(Route::Doc(discovery::core_versions())),
-        ["apis"] => return Ok(Route::Doc(discovery::group_list(&all))),
-        ["apis", g] => {
-            return discovery::group(&all, g)
-                .map(Route::Doc)
-                .ok_or_else(ApiError::no_route)
-        }
-        ["api", v] => {
-            return discovery::resource_list(&all, "", v)
-                .map(Route::Doc)
-                .ok_or_else(ApiError::no_route)
-        }
-        ["apis", g, v] => {
-            return discovery::resource_list(&all, g, v)
-                .map(Route::Doc)
-                .ok_or_else(ApiError::no_route)
-        }
-        ["api", v, rest @ ..] => ("", *v, rest),
-        ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        _ => return Err(ApiError::no_route()),
-    };
-    let namespaced_path = rest.len() >= 3
-        && rest[0] == "namespaces"
-        && state
-            .resolve(group, version, rest[2])
-            .is_some_and(|r| r.namespaced);
-    let (ns, rest) = if namespaced_path {
-        (Some(rest[1].to_string()), &rest[2..])
-    } else {
-        (None, rest)
-    };
-    if rest.is_empty() || rest.len() > 3 {
-        return Err(ApiError::no_route());
-    }
-    let res = state
-        .resolve(group, version, rest[0])
-        .ok_or_else(ApiError::no_route)?;
-    let name = rest.get(1).map(|s| s.to_string());
-    let sub = rest.get(2).map(|s| s.to_string());
-    if (!res.namespaced && ns.is_some())
-        || (res.namespaced && ns.is_none() && name.is_some())
-        || sub.as_deref().is_some_and(|s| s != "status")
-    {
-        return Err(ApiError::no_route());
-    }
-    Ok(Route::Resource(Target { res, ns, name, sub }))
 }
 
 fn parse_body(bytes: &[u8], content_type: &str) -> Result<Value, ApiError> {
@@ -196,8 +80,9 @@ async fn handle(
         .await
         .unwrap_or_default();
     if path == "/fake" || path.starts_with("/fake/") {
-        return super::hooks::fake_hook(&shared, &parts.method, &path, &bytes);
+        return super::hookapi::fake_hook(&shared, &parts.method, &path, &bytes);
     }
+    let counted = counted_as(&shared, &parts.method, &path, &query);
     let rule = shared.hooks().take(parts.method.as_str(), &path);
     let mut injected = None;
     if let Some(r) = &rule {
@@ -235,6 +120,9 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let mut hooks = shared.hooks();
+    if let Some((verb, resource)) = counted {
+        hooks.counts.add(verb, &resource);
+    }
     if hooks.log.len() >= LOG_CAP {
         hooks.log.drain(..LOG_CAP / 10);
     }
@@ -253,6 +141,26 @@ async fn handle(
         injected: rule.is_some(),
     });
     resp
+}
+
+/// The verb and resource a request is counted as, when it addresses a resource.
+fn counted_as(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    query: &Query,
+) -> Option<(Verb, String)> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Ok(Route::Resource(t)) = route(&shared.state(), &segs, "") else {
+        return None;
+    };
+    let watch = matches!(query.get("watch"), Some("true" | "1"));
+    let verb = Verb::of(method.as_str(), t.name.is_some(), watch)?;
+    let resource = match &t.sub {
+        Some(sub) => format!("{}/{sub}", t.res.qualified()),
+        None => t.res.qualified(),
+    };
+    Some((verb, resource))
 }
 
 /// Runs deferred work on the runtime after its delay.
@@ -300,6 +208,12 @@ fn dispatch(
         }
         Route::Resource(t) => t,
     };
+    let watch = matches!(query.get("watch"), Some("true" | "1"));
+    let apply = method == Method::PATCH
+        && header_str(headers, header::CONTENT_TYPE).starts_with("application/apply-patch");
+    if let Err(e) = super::rbac::check(&state, headers, method, &t, watch, apply) {
+        return error_response(&e);
+    }
     let result = resource_op(&mut state, method, headers, &t, query, bytes);
     let pending = std::mem::take(&mut state.pending);
     drop(state);

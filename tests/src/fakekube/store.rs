@@ -2,15 +2,12 @@
 //! namespace, name), one global resourceVersion counter, and the write paths (create,
 //! update, merge patch, server-side apply, delete) with their Kubernetes semantics.
 
-use super::crd::{
-    crd_established, crd_res, set_crd_established, set_crd_names_accepted, validate_crd,
-};
+use super::crd::{crd_established, crd_res, set_crd_established, set_crd_names_accepted};
 use super::resources::{self, ResourceInfo};
 use super::rollout::{self, RolloutMode};
 use super::selector::Selector;
 use super::status::ApiError;
 use super::util::{new_uid, now_rfc3339};
-use super::validate;
 use super::watch::{WatchEvent, Watchers};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -193,6 +190,9 @@ impl State {
         json!({"apiVersion": res.api_version(), "kind": format!("{}List", res.kind), "metadata": {"resourceVersion": self.rv.to_string()}, "items": items})
     }
 
+    /// Checks what a write names (apiVersion, kind, name against the URL, namespace
+    /// exists) and returns the object's name; the object itself is checked by
+    /// [`super::validate::object`].
     pub(crate) fn check_identity(
         &self,
         res: &ResourceInfo,
@@ -254,10 +254,6 @@ impl State {
             )) {
                 return Err(ApiError::not_found(&self.builtin[0], nsname));
             }
-        }
-        validate::object(res, &name, body)?;
-        if res.plural == "customresourcedefinitions" {
-            validate_crd(res, &name, body)?;
         }
         Ok(name)
     }

@@ -50,12 +50,22 @@ pub fn new_uid() -> String {
 
 /// Decodes `application/x-www-form-urlencoded` text (`+` is a space, `%XX` a byte).
 pub fn percent_decode(s: &str) -> String {
+    decode(s, true)
+}
+
+/// Decodes one URL path segment (`%XX` is a byte; `+` stays `+`), as the real server
+/// does before it looks at a name.
+pub fn path_decode(s: &str) -> String {
+    decode(s, false)
+}
+
+fn decode(s: &str, plus_is_space: bool) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'+' => out.push(b' '),
+            b'+' if plus_is_space => out.push(b' '),
             b'%' if i + 2 < b.len() => {
                 match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
                 {
@@ -117,6 +127,7 @@ mod tests {
     fn decodes_and_globs() {
         assert_eq!(percent_decode("app%3Dweb%2Cx+in+(a)"), "app=web,x in (a)");
         assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(path_decode("team%3Areaders+x"), "team:readers+x");
         assert!(glob_match(
             "/api/v1/namespaces/*/configmaps/bad",
             "/api/v1/namespaces/x/configmaps/bad"

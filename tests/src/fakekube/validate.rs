@@ -1,103 +1,188 @@
-//! The few validations the FAKE API server makes, with the real server's 422 messages:
-//! object names (RFC 1123 subdomain; label for Namespaces and Services) and label
-//! values. Everything else (schemas, field types) is accepted as sent.
+//! The validations the FAKE API server makes, as the real server makes them: object
+//! names per kind (each resource's `ValidateNameFunc`), label keys and values,
+//! annotation keys, Service ports, CronJob name length and the CRD checks
+//! ([`super::crd`]). Like the real server it collects every error of an object (a
+//! `field.ErrorList`) and answers them as one 422 `Invalid`. Schemas and field types are
+//! not checked.
 
+use super::crd;
+use super::names;
 use super::resources::ResourceInfo;
-use super::status::ApiError;
+use super::status::{ApiError, FieldError};
 use serde_json::Value;
 
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const LABEL_NAME_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-fn dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+/// How the real server checks a kind's `metadata.name`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    /// DNS-1123 subdomain (`NameIsDNSSubdomain`): most kinds and all custom resources.
+    Subdomain,
+    /// DNS-1123 label (`NameIsDNSLabel`): Namespace, StatefulSet.
+    Label,
+    /// DNS-1035 label (`NameIsDNS1035Label`): Service.
+    Dns1035Label,
+    /// Only a valid URL path segment (`path.IsValidPathSegmentName`): RBAC Roles,
+    /// ClusterRoles and their bindings, core/v1 Events, APIServices.
+    PathSegment,
 }
 
-fn dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(dns_label)
-}
-
-fn label_value(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.is_empty()
-        || (b.len() <= 63
-            && b.iter()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric())
-}
-
-/// Checks the name and the label values of an object about to be written.
-pub fn object(res: &ResourceInfo, name: &str, body: &Value) -> Result<(), ApiError> {
-    let label_only =
-        res.group.is_empty() && matches!(res.plural.as_str(), "namespaces" | "services");
-    let (ok, msg) = if label_only {
-        (dns_label(name), LABEL_NAME_MSG)
-    } else {
-        (dns_subdomain(name), SUBDOMAIN_MSG)
-    };
-    if !ok {
-        return Err(ApiError::invalid(
-            res,
-            name,
-            "metadata.name",
-            &format!("Invalid value: \"{name}\": {msg}"),
-        ));
+/// The name rule of a resource, as in kubernetes' `pkg/apis/*/validation`.
+pub fn name_rule(res: &ResourceInfo) -> NameRule {
+    match (res.group.as_str(), res.plural.as_str()) {
+        ("", "namespaces") | ("apps", "statefulsets") => NameRule::Label,
+        ("", "services") => NameRule::Dns1035Label,
+        ("rbac.authorization.k8s.io", _) | ("", "events") => NameRule::PathSegment,
+        ("apiregistration.k8s.io", "apiservices") => NameRule::PathSegment,
+        _ => NameRule::Subdomain,
     }
-    if res.group.is_empty() && res.plural == "services" {
-        for (i, p) in body["spec"]["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
+}
+
+/// The messages of `rule` for `name` (empty = valid).
+pub fn rule_messages(rule: NameRule, name: &str) -> Vec<String> {
+    match rule {
+        NameRule::Subdomain => names::dns1123_subdomain(name),
+        NameRule::Label => names::dns1123_label(name),
+        NameRule::Dns1035Label => names::dns1035_label(name),
+        NameRule::PathSegment => names::path_segment(name),
+    }
+}
+
+/// The `metadata.name` errors of an object: its kind's rule plus the kinds whose name
+/// is derived from the spec (CRD `<plural>.<group>`, APIService `<version>.<group>`).
+fn name_errors(res: &ResourceInfo, name: &str, body: &Value) -> Vec<FieldError> {
+    let mut msgs = rule_messages(name_rule(res), name);
+    let spec = &body["spec"];
+    let spec_str = |p: &str| spec.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    match (res.group.as_str(), res.plural.as_str()) {
+        ("apiextensions.k8s.io", "customresourcedefinitions")
+            if name != format!("{}.{}", spec_str("/names/plural"), spec_str("/group")) =>
         {
-            if let Some(port) = p["port"].as_i64().filter(|n| !(1..=65535).contains(n)) {
-                return Err(ApiError::invalid(
-                    res,
-                    name,
-                    &format!("spec.ports[{i}].port"),
-                    &format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+            msgs.push("must be spec.names.plural+\".\"+spec.group".to_string());
+        }
+        ("apiregistration.k8s.io", "apiservices") if msgs.is_empty() => {
+            let required = format!("{}.{}", spec_str("/version"), spec_str("/group"));
+            if name != required {
+                msgs.push(format!(
+                    "must be `spec.version+\".\"+spec.group`: {required:?}"
                 ));
             }
         }
+        _ => {}
     }
+    msgs.iter()
+        .map(|m| FieldError::invalid_str("metadata.name", name, m))
+        .collect()
+}
+
+/// Label keys and values, annotation keys (`metadata.labels` / `metadata.annotations`).
+fn meta_errors(res: &ResourceInfo, body: &Value) -> Result<Vec<FieldError>, ApiError> {
+    let mut errs = Vec::new();
     if let Some(labels) = body["metadata"]["labels"].as_object() {
         for (k, v) in labels {
-            match v.as_str() {
-                Some(s) if label_value(s) => {}
-                Some(s) => return Err(ApiError::invalid(res, name, "metadata.labels", &format!("Invalid value: \"{s}\": {LABEL_VALUE_MSG}"))),
-                None => return Err(ApiError::bad_request(format!("{} in version \"{}\" cannot be handled as a {}: json: cannot unmarshal {v} into Go struct field ObjectMeta.metadata.labels of type string (label {k:?})", res.kind, res.version, res.kind))),
+            let Some(s) = v.as_str() else {
+                return Err(ApiError::bad_request(format!("{} in version \"{}\" cannot be handled as a {}: json: cannot unmarshal {v} into Go struct field ObjectMeta.metadata.labels of type string (label {k:?})", res.kind, res.version, res.kind)));
+            };
+            for m in names::label_key(k) {
+                errs.push(FieldError::invalid_str("metadata.labels", k, &m));
+            }
+            for m in names::label_value(s) {
+                errs.push(FieldError::invalid_str("metadata.labels", s, &m));
             }
         }
     }
-    Ok(())
+    if let Some(annotations) = body["metadata"]["annotations"].as_object() {
+        for k in annotations.keys() {
+            for m in names::label_key(&k.to_lowercase()) {
+                errs.push(FieldError::invalid_str("metadata.annotations", k, &m));
+            }
+        }
+    }
+    Ok(errs)
+}
+
+/// The kind-specific checks after the metadata ones.
+fn spec_errors(res: &ResourceInfo, name: &str, body: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    match (res.group.as_str(), res.plural.as_str()) {
+        ("", "services") => {
+            for (i, p) in body["spec"]["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(port) = p["port"].as_i64().filter(|n| !(1..=65535).contains(n)) {
+                    errs.push(FieldError::invalid(
+                        &format!("spec.ports[{i}].port"),
+                        &port.to_string(),
+                        "must be between 1 and 65535, inclusive",
+                    ));
+                }
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            errs.extend(crd::spec_errors(body));
+        }
+        // The CronJob controller appends an 11-character suffix to its Jobs' names.
+        ("batch", "cronjobs") if name.len() > 52 => {
+            errs.push(FieldError::invalid_str(
+                "metadata.name",
+                name,
+                "must be no more than 52 characters",
+            ));
+        }
+        _ => {}
+    }
+    errs
+}
+
+/// Checks an object about to be stored as `name`: every error at once, as one 422.
+pub fn object(res: &ResourceInfo, name: &str, body: &Value) -> Result<(), ApiError> {
+    let mut errs = name_errors(res, name, body);
+    errs.extend(meta_errors(res, body)?);
+    errs.extend(spec_errors(res, name, body));
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_list(res, name, &errs))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fakekube::resources::builtin;
+    use serde_json::json;
+
+    fn res(plural: &str) -> ResourceInfo {
+        builtin().into_iter().find(|r| r.plural == plural).unwrap()
+    }
 
     #[test]
-    fn names_and_labels() {
-        assert!(
-            dns_subdomain("a.b-c.d1")
-                && !dns_subdomain("Bad_Name")
-                && !dns_subdomain("-a")
-                && !dns_subdomain("")
+    fn name_rules_per_kind() {
+        assert_eq!(name_rule(&res("clusterroles")), NameRule::PathSegment);
+        assert_eq!(name_rule(&res("rolebindings")), NameRule::PathSegment);
+        assert_eq!(name_rule(&res("namespaces")), NameRule::Label);
+        assert_eq!(name_rule(&res("statefulsets")), NameRule::Label);
+        assert_eq!(name_rule(&res("services")), NameRule::Dns1035Label);
+        assert_eq!(name_rule(&res("configmaps")), NameRule::Subdomain);
+        assert!(object(&res("clusterroles"), "system:aggregate-to-view", &json!({})).is_ok());
+        let e = object(&res("statefulsets"), "db.primary", &json!({})).unwrap_err();
+        assert_eq!(e.message, "StatefulSet.apps \"db.primary\" is invalid: metadata.name: Invalid value: \"db.primary\": must not contain dots");
+    }
+
+    #[test]
+    fn every_error_is_reported_once() {
+        let body = json!({"metadata": {"labels": {"a": "bad value", "b": "bad value"}}});
+        let e = object(&res("configmaps"), "Bad", &body).unwrap_err();
+        assert!(e.message.starts_with("ConfigMap \"Bad\" is invalid: [metadata.name: Invalid value: \"Bad\": a lowercase RFC 1123 subdomain"), "{}", e.message);
+        assert_eq!(
+            e.message
+                .matches("metadata.labels: Invalid value: \"bad value\"")
+                .count(),
+            1,
+            "{}",
+            e.message
         );
-        assert!(dns_label("web-1") && !dns_label("a.b"));
-        assert!(
-            label_value("")
-                && label_value("My_Value.1")
-                && !label_value("bad value")
-                && !label_value("-x")
-        );
+        assert_eq!(e.details.unwrap()["causes"].as_array().unwrap().len(), 3);
     }
 }

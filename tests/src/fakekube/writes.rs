@@ -1,13 +1,13 @@
 //! The write paths of the store: create, update, merge and JSON patch, server-side
 //! apply, delete, each with the real server's errors and no-op detection.
 
-use super::crd::validate_crd;
 use super::managed;
 use super::patch::merge_patch;
 use super::resources::ResourceInfo;
 use super::status::ApiError;
 use super::store::{key, meta_str, spec_part, State, WriteOpts};
 use super::util::now_rfc3339;
+use super::validate;
 use super::watch::WatchEvent;
 use serde_json::{json, Value};
 
@@ -21,6 +21,7 @@ impl State {
         opts: &WriteOpts,
     ) -> Result<Value, ApiError> {
         let name = self.check_identity(res, ns, None, &body)?;
+        validate::object(res, &name, &body)?;
         if self.objects.contains_key(&key(res, ns, &name)) {
             return Err(ApiError::already_exists(res, &name));
         }
@@ -122,6 +123,7 @@ impl State {
         opts: &WriteOpts,
     ) -> Result<Value, ApiError> {
         self.check_identity(res, ns, Some(name), &body)?;
+        validate::object(res, name, &body)?;
         let live = self.live(res, ns, name)?;
         if let Some(rv) = meta_str(&body, "resourceVersion").filter(|r| !r.is_empty()) {
             if Some(rv) != meta_str(&live, "resourceVersion") {
@@ -152,6 +154,7 @@ impl State {
         let mut new = live.clone();
         merge_patch(&mut new, patch);
         self.check_identity(res, ns, Some(name), &new)?;
+        validate::object(res, name, &new)?;
         Ok(self.finish_update(res, &live, new, opts, false))
     }
 
@@ -174,6 +177,7 @@ impl State {
             )
         })?;
         self.check_identity(res, ns, Some(name), &new)?;
+        validate::object(res, name, &new)?;
         Ok(self.finish_update(res, &live, new, opts, false))
     }
 
@@ -228,9 +232,7 @@ impl State {
                         obj["status"] = s.clone();
                     }
                 }
-                if res.plural == "customresourcedefinitions" {
-                    validate_crd(res, name, &obj)?;
-                }
+                validate::object(res, name, &obj)?;
                 Ok((self.commit(res, obj, "ADDED", opts), true))
             }
             Some(live) => {
@@ -242,9 +244,7 @@ impl State {
                     opts.force,
                     &now,
                 )?;
-                if res.plural == "customresourcedefinitions" {
-                    validate_crd(res, name, &new)?;
-                }
+                validate::object(res, name, &new)?;
                 Ok((self.finish_update(res, &live, new, opts, true), false))
             }
         }

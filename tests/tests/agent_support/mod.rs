@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use drover_tests::{bin, run, run_ok, Out, Registry};
+use drover_proto::bundle::Bundle;
+use drover_proto::layout::Layout;
+use drover_tests::{bin, run, run_ok, tool_ok, Out, Registry};
 
 /// One test's world.
 pub struct Fx {
@@ -124,6 +126,21 @@ impl Fx {
         run("drover-agent", &refs, &[])
     }
 
+    /// `drover-agent run --once` from `source` trusting exactly the public keys of `keys`
+    /// (instead of k1 alone), plus `extra`.
+    pub fn once_trusting(&self, source: &str, keys: &[&str], extra: &[&str]) -> Out {
+        let mut args = self.agent_args(source);
+        let i = args.iter().position(|a| a == "--trust-key").unwrap();
+        args.drain(i..i + 2);
+        for k in keys {
+            args.extend(["--trust-key".to_string(), self.pubkey(k)]);
+        }
+        args.push("--once".into());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        run("drover-agent", &refs, &[])
+    }
+
     /// Spawns a long-running agent.
     pub fn spawn(&self, source: &str, listen: &str, extra: &[&str]) -> Child {
         let mut args = self.agent_args(source);
@@ -137,6 +154,24 @@ impl Fx {
             .stderr(std::fs::File::create(self.p(&format!("agent-{}.log", drover_tests::free_port()))).unwrap())
             .spawn()
             .unwrap()
+    }
+
+    /// The attacker's write: puts `bundle` into an OCI layout with the proto layout code
+    /// (as any OCI tool could), then copies it to `repository:tag` of the registry with
+    /// skopeo. Nothing of drover touches the registry.
+    pub fn skopeo_put(&self, bundle: &Bundle, dest: &str) {
+        let dir = self.p(&format!("skopeo-{}", &bundle.digest[7..19]));
+        let layout = Layout::create(&dir).unwrap();
+        for blob in [&bundle.config, &bundle.layer, &bundle.manifest] {
+            layout.write_blob(blob).unwrap();
+        }
+        let desc = drover_proto::manifest::Descriptor::of(drover_proto::media::OCI_MANIFEST, &bundle.manifest);
+        layout.set_ref(Some("put"), desc).unwrap();
+        tool_ok(
+            "skopeo",
+            &["copy", "--quiet", "--dest-tls-verify=false", &format!("oci:{}:put", dir.display()), &format!("docker://{}", self.reg.reference(dest))],
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// `drover-agent status -o json` from the state dir (no agent running).

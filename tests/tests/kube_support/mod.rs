@@ -92,6 +92,32 @@ pub struct Env {
     pub ns: String,
     /// A CRD API group unique to this scenario run.
     pub group: String,
+    /// More namespaces of this scenario ([`Env::extra_namespace`]), deleted at the end.
+    extra_namespaces: std::sync::Mutex<Vec<String>>,
+}
+
+/// One agent of a scenario: its source (default: [`Env::reference`]), its state
+/// directory under the scenario's scratch directory (default `state`) and its
+/// `POD_NAMESPACE` (default: [`Env::ns`]).
+#[derive(Debug, Clone, Default)]
+pub struct Agent {
+    /// The source reference.
+    pub source: Option<String>,
+    /// State directory name.
+    pub state: Option<String>,
+    /// The agent's namespace (where its in-cluster state lives).
+    pub namespace: Option<String>,
+}
+
+impl Agent {
+    /// An agent with its own state directory `state` (and the defaults otherwise).
+    pub fn with_state(state: &str) -> Agent {
+        Agent { state: Some(state.into()), ..Agent::default() }
+    }
+
+    fn state(&self) -> &str {
+        self.state.as_deref().unwrap_or("state")
+    }
 }
 
 impl Env {
@@ -110,6 +136,7 @@ impl Env {
             cluster,
             reg,
             dir,
+            extra_namespaces: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -120,33 +147,49 @@ impl Env {
     /// Builds a bundle of `docs` (YAML documents), signs and pushes it with the real
     /// `drover push`; returns its digest.
     pub fn push(&self, docs: &[String], extra: &[&str]) -> String {
+        self.push_to(&self.reference, docs, extra)["digest"].as_str().expect("digest").to_string()
+    }
+
+    /// Like [`Env::push`] to another source `reference`; returns push's JSON output
+    /// (`digest`, `sequence`, ...).
+    pub fn push_to(&self, reference: &str, docs: &[String], extra: &[&str]) -> Value {
         let seq = SEQ.fetch_add(1, Ordering::SeqCst);
         let input = self.path(&format!("input-{seq}"));
         std::fs::create_dir_all(&input).unwrap();
         std::fs::write(input.join("all.yaml"), docs.join("---\n")).unwrap();
         let key = self.path("keys/drover.key");
         let sequence = (seq + 100).to_string();
-        let mut args = vec!["push", input.to_str().unwrap(), &self.reference, "--plain-http", "--key", key.to_str().unwrap(), "--sequence", &sequence, "-o", "json"];
+        let mut args = vec!["push", input.to_str().unwrap(), reference, "--plain-http", "--key", key.to_str().unwrap(), "--sequence", &sequence, "-o", "json"];
         args.extend_from_slice(extra);
         let out = run("drover", &args, &[("DROVER_KEY_PASSWORD", "")]);
         assert_eq!(out.code, 0, "drover push failed:\n{}\n{}", out.stdout, out.stderr);
         let v = out.json();
-        v["digest"].as_str().map(str::to_string).unwrap_or_else(|| panic!("no digest in {v}"))
+        assert!(v["digest"].is_string(), "no digest in {v}");
+        v
     }
 
-    /// Runs `drover-agent run --once --target kube` (resync 0s: every run re-applies).
+    /// Runs `drover-agent run --once --target kube` (resync 0s: every run re-applies),
+    /// state in `state/`, the agent's namespace (`POD_NAMESPACE`) the scenario's.
     pub fn agent(&self, extra: &[&str]) -> Out {
-        let state = self.path("state");
+        self.agent_in(&Agent::default(), extra)
+    }
+
+    /// Runs `drover-agent run --once --target kube` as agent `a` (its source, state
+    /// directory and `POD_NAMESPACE`).
+    pub fn agent_in(&self, a: &Agent, extra: &[&str]) -> Out {
+        let state = self.path(a.state());
         let key = self.path("keys/drover.pub");
+        let source = a.source.clone().unwrap_or_else(|| self.reference.clone());
         let mut args = vec![
-            "run", "--once", "--target", "kube", "--source", &self.reference, "--plain-http", "--trust-key", key.to_str().unwrap(),
+            "run", "--once", "--target", "kube", "--source", &source, "--plain-http", "--trust-key", key.to_str().unwrap(),
             "--state-dir", state.to_str().unwrap(), "--listen", "127.0.0.1:0", "--resync", "0s",
         ];
         if !extra.contains(&"--health-timeout") {
             args.extend_from_slice(&["--health-timeout", "20s"]);
         }
         args.extend_from_slice(extra);
-        run("drover-agent", &args, &[("KUBECONFIG", self.cluster.kubeconfig().to_str().unwrap())])
+        let pod_ns = a.namespace.clone().unwrap_or_else(|| self.ns.clone());
+        run("drover-agent", &args, &[("KUBECONFIG", self.cluster.kubeconfig().to_str().unwrap()), ("POD_NAMESPACE", &pod_ns)])
     }
 
     /// Starts a long-running `drover-agent run --target kube` serving HTTP on `port`.
@@ -164,6 +207,7 @@ impl Env {
             .args(["--state-dir", state.to_str().unwrap(), "--listen", &listen])
             .args(extra)
             .env("KUBECONFIG", self.cluster.kubeconfig())
+            .env("POD_NAMESPACE", &self.ns)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -173,14 +217,24 @@ impl Env {
 
     /// Like [`Env::agent`], asserting exit code 0.
     pub fn agent_ok(&self, extra: &[&str]) -> Out {
-        let out = self.agent(extra);
-        assert_eq!(out.code, 0, "drover-agent failed:\n{}\n{}\nlast attempt: {}", out.stdout, out.stderr, self.last_attempt());
+        self.agent_ok_in(&Agent::default(), extra)
+    }
+
+    /// Like [`Env::agent_in`], asserting exit code 0.
+    pub fn agent_ok_in(&self, a: &Agent, extra: &[&str]) -> Out {
+        let out = self.agent_in(a, extra);
+        assert_eq!(out.code, 0, "drover-agent failed:\n{}\n{}\nlast attempt: {}", out.stdout, out.stderr, self.last_attempt_in(a));
         out
     }
 
     /// The newest attempt of the agent's history (read from the state directory).
     pub fn last_attempt(&self) -> Value {
-        let state = self.path("state");
+        self.last_attempt_in(&Agent::default())
+    }
+
+    /// The newest attempt of agent `a`'s history.
+    pub fn last_attempt_in(&self, a: &Agent) -> Value {
+        let state = self.path(a.state());
         let out = run("drover-agent", &["history", "--state-dir", state.to_str().unwrap(), "--endpoint", "http://127.0.0.1:1", "-o", "json", "--limit", "1"], &[]);
         assert_eq!(out.code, 0, "history: {}", out.stderr);
         let v = out.json();
@@ -193,10 +247,40 @@ impl Env {
 
     /// The agent's status (read from the state directory).
     pub fn status(&self) -> Value {
-        let state = self.path("state");
+        self.status_in(&Agent::default())
+    }
+
+    /// Agent `a`'s status (read from its state directory).
+    pub fn status_in(&self, a: &Agent) -> Value {
+        let state = self.path(a.state());
         let out = run("drover-agent", &["status", "--state-dir", state.to_str().unwrap(), "--endpoint", "http://127.0.0.1:1", "-o", "json"], &[]);
         assert_eq!(out.code, 0, "status: {}", out.stderr);
         out.json()
+    }
+
+    /// A namespace of this scenario besides [`Env::ns`], deleted with the scenario on a
+    /// real cluster: `<ns>-<suffix>`.
+    pub fn extra_namespace(&self, suffix: &str) -> String {
+        let name = format!("{}-{suffix}", self.ns);
+        self.extra_namespaces.lock().unwrap().push(name.clone());
+        name
+    }
+
+    /// `kubectl get RESOURCE NAME -n NAMESPACE -o json`; None when not found.
+    pub fn get_in(&self, namespace: &str, resource: &str, name: &str) -> Option<Value> {
+        let out = self.kubectl(&["get", resource, name, "-n", namespace, "-o", "json"], "");
+        if out.code != 0 {
+            assert!(out.stderr.contains("NotFound") || out.stderr.contains("not found"), "kubectl get {resource} {name}: {}", out.stderr);
+            return None;
+        }
+        Some(out.json())
+    }
+
+    /// `kubectl apply --server-side` of `yaml` as the cluster's admin (objects a test sets
+    /// up by hand), field manager `e2e-admin`.
+    pub fn kubectl_apply(&self, yaml: &str) {
+        let out = self.kubectl(&["apply", "--server-side", "--field-manager", "e2e-admin", "-f", "-"], yaml);
+        assert_eq!(out.code, 0, "kubectl apply:\n{yaml}\n{}\n{}", out.stdout, out.stderr);
     }
 
     /// Runs kubectl against the cluster (private discovery cache), feeding `stdin`.
@@ -225,12 +309,7 @@ impl Env {
 
     /// `kubectl get RESOURCE NAME -n NS -o json`; None when not found.
     pub fn get(&self, resource: &str, name: &str) -> Option<Value> {
-        let out = self.kubectl(&["get", resource, name, "-n", &self.ns, "-o", "json"], "");
-        if out.code != 0 {
-            assert!(out.stderr.contains("NotFound") || out.stderr.contains("not found"), "kubectl get {resource} {name}: {}", out.stderr);
-            return None;
-        }
-        Some(out.json())
+        self.get_in(&self.ns, resource, name)
     }
 
     /// The outcome action of `kind`/`name` in an attempt (`created`, `failed`, ...).
@@ -292,6 +371,33 @@ impl Env {
     }
 }
 
+/// The name of the agent's state ConfigMap for `source`:
+/// `drover-state-<first 10 hex of sha256(source)>`.
+pub fn state_name(source: &str) -> String {
+    use sha2::Digest;
+    format!("drover-state-{}", &hex::encode(sha2::Sha256::digest(source.as_bytes()))[..10])
+}
+
+/// The state ConfigMap of `source` in `namespace` (None when absent) and its inventory
+/// decoded (gzip of a JSON list of object identities).
+pub fn state_in(env: &Env, namespace: &str, source: &str) -> Option<(Value, Vec<Value>)> {
+    use base64::Engine;
+    use std::io::Read;
+    let cm = env.get_in(namespace, "configmap", &state_name(source))?;
+    let b64 = cm["binaryData"]["inventory"].as_str().expect("binaryData.inventory");
+    let gz = base64::engine::general_purpose::STANDARD.decode(b64).expect("base64");
+    let mut json = String::new();
+    flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut json).expect("gzip");
+    Some((cm, serde_json::from_str(&json).expect("a JSON list")))
+}
+
+/// `Kind/name` of each object of an inventory, sorted.
+pub fn inventory_names(inventory: &[Value]) -> Vec<String> {
+    let mut v: Vec<String> = inventory.iter().map(|o| format!("{}/{}", o["kind"].as_str().unwrap(), o["name"].as_str().unwrap())).collect();
+    v.sort();
+    v
+}
+
 /// A plain HTTP/1.0 GET on loopback; the body, or None when nothing answers.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::Read;
@@ -322,6 +428,9 @@ impl Drop for Env {
         if let Cluster::Real(_) = self.cluster {
             let crd = format!("widgets.{}", self.group);
             let _ = self.kubectl(&["delete", "namespace", &self.ns, "--ignore-not-found", "--wait=false"], "");
+            for ns in self.extra_namespaces.lock().map(|v| v.clone()).unwrap_or_default() {
+                let _ = self.kubectl(&["delete", "namespace", &ns, "--ignore-not-found", "--wait=false"], "");
+            }
             let _ = self.kubectl(&["delete", "customresourcedefinition", &crd, "--ignore-not-found", "--wait=false"], "");
         }
     }

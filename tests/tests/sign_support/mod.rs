@@ -21,7 +21,7 @@ pub fn rt() -> tokio::runtime::Runtime {
 
 /// A plain-HTTP client for the test registry.
 pub fn client() -> RegistryClient {
-    RegistryClient::new(RegistryOptions { plain_http: true, ca_file: None, credentials: None }).unwrap()
+    RegistryClient::new(RegistryOptions { plain_http: true, ..Default::default() }).unwrap()
 }
 
 /// Opens the repository of a reference (registry or layout).

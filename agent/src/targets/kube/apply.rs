@@ -1,6 +1,8 @@
 //! Server-side apply of the order groups: each object gets drover's label and
 //! annotations, is applied with `Patch::Apply` under the request's field manager (forced
-//! unless `--no-force`), at most `concurrency` at a time inside a group. Groups run in
+//! unless `--no-force`), at most `concurrency` at a time inside a group. The live object
+//! is read first and the ownership rule ([`super::owner`]) decides: another drover
+//! source's object is a `conflict` (not applied); one drover did not manage is `adopted`. Groups run in
 //! order; after a group holding CRDs the target waits until they are Established and drops
 //! their API group from the discovery cache so the next groups can use the new kinds.
 //!
@@ -18,10 +20,11 @@ use std::time::{Duration, Instant};
 
 use drover_proto::media;
 use futures::stream::{self, StreamExt};
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::discovery::{ResolveError, Resolved};
+use super::owner::{adopted_message, conflict_message, owner, Owner};
 use super::retry::with_retry;
 use super::wait::{check_object, Check};
 use super::cluster::KubeTarget;
@@ -32,8 +35,21 @@ const SERVER_FIELDS: &[&str] = &["resourceVersion", "uid", "creationTimestamp", 
 
 type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
 
-/// `resourceVersion` by name of our objects, per (apiVersion, kind, namespace).
-type Known = HashMap<(String, String, Option<String>), HashMap<String, String>>;
+/// What the apply needs to know about a live object: its version and its owner.
+#[derive(Debug, Clone)]
+struct Live {
+    resource_version: String,
+    owner: Owner,
+}
+
+impl Live {
+    fn of(meta: &ObjectMeta, source: &str) -> Live {
+        Live { resource_version: meta.resource_version.clone().unwrap_or_default(), owner: owner(meta, source) }
+    }
+}
+
+/// The live state by name of drover's objects, per (apiVersion, kind, namespace).
+type Known = HashMap<(String, String, Option<String>), HashMap<String, Live>>;
 
 /// Objects of one kind and namespace in a group from which one LIST replaces their GETs.
 pub const LIST_THRESHOLD: usize = 4;
@@ -44,7 +60,7 @@ fn known_key(o: &PlannedObject, res: &Resolved) -> (String, String, Option<Strin
 
 /// One labelled LIST per (kind, namespace) with enough objects in the group; a failed
 /// LIST just leaves its objects to individual GETs.
-async fn list_known(t: &KubeTarget, group: &OrderGroup, resolved: &Resolutions) -> Known {
+async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, resolved: &Resolutions) -> Known {
     let mut counts: HashMap<(String, String, Option<String>), (usize, &Resolved)> = HashMap::new();
     for o in &group.objects {
         if let Some(Ok(res)) = resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
@@ -61,7 +77,7 @@ async fn list_known(t: &KubeTarget, group: &OrderGroup, resolved: &Resolutions) 
         let params = ListParams::default().labels(&selector);
         match with_retry(&t.opts.retry, || api.list(&params)).await {
             Ok(list) => {
-                let names = list.items.into_iter().filter_map(|o| Some((o.metadata.name?, o.metadata.resource_version?))).collect();
+                let names = list.items.into_iter().filter_map(|o| Some((o.metadata.name.clone()?, Live::of(&o.metadata, &req.source)))).collect();
                 known.insert(key, names);
             }
             Err(f) => tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading objects one by one"),
@@ -105,7 +121,7 @@ async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> 
             slot.insert(t.resolver.resolve(&o.id.api_version, &o.id.kind).await);
         }
     }
-    let known = list_known(t, group, &resolved).await;
+    let known = list_known(t, req, group, &resolved).await;
     let (resolved, known) = (&resolved, &known);
     let futs: Vec<_> = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known)).collect();
     stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await
@@ -126,26 +142,31 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     let api = res.api(&t.client, id.namespace.as_deref());
     let listed = known.get(&known_key(obj, res)).and_then(|m| m.get(&id.name)).cloned();
     let before = match listed {
-        Some(rv) => Some(rv),
+        Some(live) => Some(live),
         None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => o.map(|o| o.metadata.resource_version.unwrap_or_default()),
+            Ok(o) => o.map(|o| Live::of(&o.metadata, &req.source)),
             Err(f) => return fail(format!("reading before apply: {f}")),
         },
     };
+    if let Some(Live { owner: Owner::Other(other), .. }) = &before {
+        return ObjectOutcome::with(id.clone(), Action::Conflict, conflict_message(other));
+    }
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {
         params = params.force();
     }
     let patch = Patch::Apply(&body);
     match with_retry(&t.opts.retry, || api.patch(&id.name, &params, &patch)).await {
-        Ok(after) => {
-            let action = match before {
-                None => Action::Created,
-                Some(rv) if Some(rv.as_str()) != after.metadata.resource_version.as_deref() => Action::Configured,
-                Some(_) => Action::Unchanged,
-            };
-            ObjectOutcome::new(id.clone(), action)
-        }
+        Ok(after) => match before {
+            None => ObjectOutcome::new(id.clone(), Action::Created),
+            Some(Live { owner: was @ (Owner::Foreign | Owner::Unrecorded), .. }) => {
+                ObjectOutcome::with(id.clone(), Action::Adopted, adopted_message(&was))
+            }
+            Some(live) if Some(live.resource_version.as_str()) != after.metadata.resource_version.as_deref() => {
+                ObjectOutcome::new(id.clone(), Action::Configured)
+            }
+            Some(_) => ObjectOutcome::new(id.clone(), Action::Unchanged),
+        },
         Err(f) if f.conflict() && !t.opts.force => fail(format!(
             "{f} (another field manager owns these fields; drover runs with --no-force, so it does not take them over: remove the other manager's changes, or drop --no-force)"
         )),

@@ -1,5 +1,7 @@
-//! The connection to one cluster: the client, the target's options, a reachability probe
-//! and reading one live object. The other `kube` modules take a [`KubeTarget`].
+//! The connection to one cluster: the clients (the one for the bundle's objects, which
+//! impersonates `--service-account` when set, and the agent's own for its state), the
+//! target's options, a reachability probe and reading one live object. The other `kube`
+//! modules take a [`KubeTarget`].
 
 use std::time::Duration;
 
@@ -22,17 +24,34 @@ pub struct KubeOptions {
     pub crd_timeout: Duration,
     /// Retries of transient API errors.
     pub retry: RetryPolicy,
+    /// User every request about the bundle's objects impersonates
+    /// (`system:serviceaccount:NS:NAME` for `--service-account NS/NAME`); None: the
+    /// agent's own identity.
+    pub impersonate: Option<String>,
+    /// The agent's namespace: where the in-cluster state ConfigMaps live.
+    pub state_namespace: String,
 }
 
 impl Default for KubeOptions {
     fn default() -> Self {
-        KubeOptions { force: true, concurrency: 8, crd_timeout: Duration::from_secs(60), retry: RetryPolicy::default() }
+        KubeOptions {
+            force: true,
+            concurrency: 8,
+            crd_timeout: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            impersonate: None,
+            state_namespace: "drover-system".into(),
+        }
     }
 }
 
 /// The Kubernetes target.
 pub struct KubeTarget {
+    /// Client for the bundle's objects (impersonating `opts.impersonate` when set):
+    /// discovery, apply, health, prune.
     pub(super) client: Client,
+    /// Client with the agent's own identity: the in-cluster state.
+    pub(super) own: Client,
     pub(super) cluster: String,
     pub(super) opts: KubeOptions,
     pub(super) resolver: Resolver,
@@ -48,12 +67,24 @@ impl KubeTarget {
         Self::from_config(config, opts)
     }
 
-    /// Builds the target from a client configuration.
+    /// Builds the target from a client configuration: the agent's own client, and the
+    /// one for the bundle's objects (impersonating when `opts.impersonate` is set).
     fn from_config(config: Config, opts: KubeOptions) -> Result<Self, TargetError> {
         let cluster = config.cluster_url.to_string();
+        let build = |c: Config| Client::try_from(c).map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")));
         // kube picks the aws-lc-rs rustls provider itself when none is installed.
-        let client = Client::try_from(config).map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")))?;
-        Ok(KubeTarget { client: client.clone(), cluster, resolver: Resolver::new(client, opts.retry), opts })
+        let own = build(config.clone())?;
+        let client = match &opts.impersonate {
+            Some(user) => {
+                let mut c = config;
+                c.auth_info.impersonate = Some(user.clone());
+                // The API server gives an impersonated service account its groups itself.
+                c.auth_info.impersonate_groups = None;
+                build(c)?
+            }
+            None => own.clone(),
+        };
+        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts })
     }
 
     /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API

@@ -2,25 +2,45 @@
 //! `KUBECONFIG`), in order groups with bounded concurrency, then a bounded health wait and
 //! an ownership-checked prune. Decisions are written down in `docs/kubernetes.md`.
 //!
-//! Data flow inside the target: `cluster` (client, options, probe) → `discovery` (kind →
-//! resource) → `apply` (SSA, change detection, CRDs Established) → `wait` (health rules)
-//! → `prune` (ownership, phases); `retry` classifies API errors and retries transient ones.
+//! Data flow inside the target: `cluster` (clients, options, probe) → `discovery` (kind →
+//! resource) → `apply` (ownership, SSA, change detection, CRDs Established) → `wait`
+//! (health rules) → `contents` (what deleting a Namespace takes with it) → `prune`
+//! (ownership, phases); `owner` is the one ownership rule, `state` the in-cluster copy
+//! of the agent's record, `retry` classifies API errors and retries transient ones.
 
 pub mod apply;
 pub mod cluster;
+pub mod contents;
 pub mod discovery;
+pub mod owner;
 pub mod prune;
 pub mod retry;
+pub mod state;
 pub mod wait;
 
 use std::time::Duration;
 
 pub use self::cluster::{KubeOptions, KubeTarget};
-use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, PruneReport, PruneRequest, Target, TargetError};
+use drover_proto::object::ObjectRef;
+
+use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, NamespaceContents, PruneReport, PruneRequest, Target, TargetError, TargetRecord};
 
 impl Target for KubeTarget {
     fn describe(&self) -> String {
-        format!("kube ({})", self.cluster)
+        match &self.opts.impersonate {
+            Some(user) => format!("kube ({} as {user})", self.cluster),
+            None => format!("kube ({})", self.cluster),
+        }
+    }
+
+    fn cluster_scoped<'a>(&'a self, api_version: &'a str, kind: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(async move {
+            match self.resolver.resolve(api_version, kind).await {
+                Ok(r) => Ok(Some(!r.namespaced)),
+                Err(discovery::ResolveError::Unknown(_)) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            }
+        })
     }
 
     fn apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<ApplyReport, TargetError>> {
@@ -39,5 +59,17 @@ impl Target for KubeTarget {
             self.probe().await?;
             Ok(prune::prune(self, req).await)
         })
+    }
+
+    fn namespace_contents<'a>(&'a self, namespaces: &'a [ObjectRef]) -> BoxFuture<'a, Vec<NamespaceContents>> {
+        Box::pin(contents::namespace_contents(self, namespaces))
+    }
+
+    fn read_record<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetRecord>, TargetError>> {
+        Box::pin(state::read(self, source))
+    }
+
+    fn write_record<'a>(&'a self, record: &'a TargetRecord) -> BoxFuture<'a, Result<(), TargetError>> {
+        Box::pin(state::write(self, record))
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! - gone already (or its kind is no longer served): Kept, "already gone";
 //! - `drover.dev/prune: disabled`: Kept;
-//! - no `app.kubernetes.io/managed-by: drover` label, or a `drover.dev/source` naming
-//!   another source (the object moved to another drover source): Refused;
+//! - not this source's by the ownership rule ([`super::owner`]): no
+//!   `app.kubernetes.io/managed-by: drover` label, or a `drover.dev/source` naming another
+//!   source (or none): Refused;
 //! - otherwise deleted with background propagation and a UID precondition (an object
 //!   re-created meanwhile is not touched).
 //!
@@ -15,9 +16,9 @@ use drover_proto::media;
 use drover_proto::object::ObjectRef;
 use futures::stream::{self, StreamExt};
 use kube::api::{DeleteParams, Preconditions};
-use serde_json::Value;
 
 use super::discovery::ResolveError;
+use super::owner::{owner, prune_refusal};
 use super::retry::with_retry;
 use super::cluster::KubeTarget;
 use crate::order::{delete_phase, DeletePhase};
@@ -34,19 +35,6 @@ pub(super) async fn prune(t: &KubeTarget, req: &PruneRequest) -> PruneReport {
     PruneReport { outcomes }
 }
 
-/// Why an object must not be deleted by `source`, if it must not.
-pub fn refusal(v: &Value, source: &str) -> Option<String> {
-    let label = v.pointer("/metadata/labels").and_then(|l| l.get(media::LABEL_MANAGED_BY)).and_then(Value::as_str);
-    if label != Some(media::MANAGED_BY_VALUE) {
-        return Some(format!("not managed by drover (no label {}: {})", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE));
-    }
-    match v.pointer("/metadata/annotations").and_then(|a| a.get(media::ANN_OBJ_SOURCE)).and_then(Value::as_str) {
-        Some(s) if s == source => None,
-        Some(other) => Some(format!("owned by another drover source: {} is {other:?}", media::ANN_OBJ_SOURCE)),
-        None => Some(format!("no {} annotation: cannot tell which source owns it", media::ANN_OBJ_SOURCE)),
-    }
-}
-
 async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcome {
     let outcome = |a: Action, m: String| ObjectOutcome::with(id.clone(), a, m);
     let res = match t.resolver.resolve(&id.api_version, &id.kind).await {
@@ -60,11 +48,10 @@ async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcom
         Ok(None) => return outcome(Action::Kept, "already gone".into()),
         Err(f) => return outcome(Action::Failed, format!("reading before delete: {f}")),
     };
-    let v = serde_json::to_value(&live).unwrap_or(Value::Null);
-    if v.pointer("/metadata/annotations").and_then(|a| a.get(media::ANN_OBJ_PRUNE)).and_then(Value::as_str) == Some("disabled") {
+    if live.metadata.annotations.as_ref().and_then(|a| a.get(media::ANN_OBJ_PRUNE)).map(String::as_str) == Some("disabled") {
         return outcome(Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE));
     }
-    if let Some(why) = refusal(&v, source) {
+    if let Some(why) = prune_refusal(&owner(&live.metadata, source)) {
         return outcome(Action::Refused, why);
     }
     let mut params = DeleteParams::background();
@@ -73,19 +60,5 @@ async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcom
         Ok(_) => ObjectOutcome::new(id.clone(), Action::Deleted),
         Err(f) if f.not_found() => outcome(Action::Kept, "already gone".into()),
         Err(f) => outcome(Action::Failed, f.message),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn ownership() {
-        let ours = json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "drover"}, "annotations": {"drover.dev/source": "a"}}});
-        assert_eq!(refusal(&ours, "a"), None);
-        assert!(refusal(&ours, "b").unwrap().contains("another drover source"));
-        assert!(refusal(&json!({"metadata": {}}), "a").unwrap().contains("not managed"));
     }
 }

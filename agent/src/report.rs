@@ -1,0 +1,256 @@
+//! Fleet reports from the agent (docs/fleet.md). The pipeline hands every recorded attempt
+//! to [`observe`]; after each poll the run loop calls [`Reporter::after_cycle`], which
+//! builds the report ([`drover_proto::report::Report`]) and pushes it when it says
+//! something new, or as a heartbeat every `--report-interval`. Pushes run in their own
+//! task, one at a time and bounded: an unreachable or stalled registry never delays a
+//! poll or an apply; a failed push is retried after the next poll.
+//!
+//! `healthSince` is the time this agent first saw the applied digest with its health. On
+//! its first report a (re)started agent — a new leader with an empty state directory
+//! included — reads the report its predecessor left under the same tag and keeps its
+//! `healthSince` when digest and health are the same.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use drover_proto::auth::docker_config_credentials_in;
+use drover_proto::report::{self, FailingObject, LastAttempt, Report, ReportHealth, MAX_FAILING};
+use drover_proto::time::now_rfc3339;
+use drover_proto::{Reference, RegistryClient, RegistryOptions, Repo, StoreError};
+use tokio::task::JoinHandle;
+
+use crate::config::ReportSettings;
+use crate::record::{Attempt, AttemptSummary, SourceState};
+use crate::targets::{Action, Health};
+
+/// Bound of one report push (and of the read of the previous report).
+pub const PUSH_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What the agent last recorded, as far as a report is concerned.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// Applied digest.
+    pub applied_digest: Option<String>,
+    /// Applied sequence.
+    pub applied_sequence: Option<u64>,
+    /// Health of the applied state.
+    pub health: Option<Health>,
+    /// The last recorded attempt.
+    pub last_attempt: Option<AttemptSummary>,
+    /// Objects of the last attempt that reached the target, by outcome.
+    pub objects: BTreeMap<String, u64>,
+    /// Its first failing or unhealthy objects.
+    pub failing: Vec<FailingObject>,
+}
+
+/// The hook where attempts are recorded: keeps what the next report will say.
+pub fn observe(observed: &Mutex<Observed>, state: &SourceState, attempt: Option<&Attempt>) {
+    let mut o = observed.lock().expect("observed lock");
+    o.applied_digest = state.applied_digest.clone();
+    o.applied_sequence = state.applied_sequence;
+    o.health = state.health;
+    o.last_attempt = state.last_attempt.clone();
+    // Counts and failing objects change only with an attempt that reached the target.
+    if let Some(a) = attempt.filter(|a| !a.objects.is_empty() || a.health.is_some()) {
+        o.objects.clear();
+        for obj in &a.objects {
+            *o.objects.entry(obj.action.to_string()).or_insert(0) += 1;
+        }
+        let failed = a.objects.iter().filter(|x| x.action == Action::Failed).map(|x| FailingObject::new(x.object.clone(), "failed", &x.message));
+        let unhealthy = a.unhealthy.iter().map(|x| FailingObject::new(x.object.clone(), &x.health.to_string(), &x.message));
+        o.failing = failed.chain(unhealthy).take(MAX_FAILING).collect();
+    }
+}
+
+fn report_health(h: Option<Health>) -> ReportHealth {
+    match h {
+        Some(Health::Healthy) => ReportHealth::Healthy,
+        Some(Health::Progressing) => ReportHealth::Progressing,
+        Some(Health::Degraded) => ReportHealth::Degraded,
+        None => ReportHealth::Unknown,
+    }
+}
+
+/// Opens the reports repository of `settings`: with credentials from
+/// `--report-docker-config` when given (a missing file means anonymous), else through
+/// `client` (the source's credentials: the Docker config).
+pub fn open_repository(settings: &ReportSettings, client: &RegistryClient) -> Result<Repo, StoreError> {
+    let client = match (&settings.to, &settings.docker_config) {
+        (Reference::Registry(r), Some(path)) => {
+            let credentials = if path.exists() {
+                docker_config_credentials_in(path, &r.registry).map_err(StoreError::Config)?
+            } else {
+                tracing::warn!("--report-docker-config {} does not exist: pushing reports anonymously", path.display());
+                None
+            };
+            RegistryClient::new(RegistryOptions { credentials, ..client.options().clone() })?
+        }
+        _ => client.clone(),
+    };
+    Ok(Repo::open(&settings.to, &client, true)?.0)
+}
+
+type Push = JoinHandle<Result<Report, String>>;
+
+/// Decides when to push the report, and pushes it.
+pub struct Reporter {
+    repo: Repo,
+    settings: ReportSettings,
+    /// (applied digest, health) and since when it holds.
+    since: Option<(Option<String>, ReportHealth, String)>,
+    /// Fingerprint and time of the last report written.
+    pushed: Option<(String, Instant)>,
+    /// Set once a report was written by this process (the predecessor's was read).
+    primed: bool,
+    task: Option<Push>,
+}
+
+impl Reporter {
+    /// A reporter writing into `repo`.
+    pub fn new(repo: Repo, settings: ReportSettings) -> Self {
+        Reporter { repo, settings, since: None, pushed: None, primed: false, task: None }
+    }
+
+    /// Where reports go, for logs.
+    pub fn describe(&self) -> String {
+        self.repo.describe(&report::report_tag(&self.settings.cluster_type, &self.settings.cluster_name))
+    }
+
+    /// The report for `obs`, now.
+    pub fn build(&mut self, obs: &Observed) -> Report {
+        let health = report_health(obs.health);
+        let key = (obs.applied_digest.clone(), health);
+        let since = match &self.since {
+            Some((d, h, s)) if (d, h) == (&key.0, &key.1) => s.clone(),
+            _ => obs.last_attempt.as_ref().map(|a| a.at.clone()).unwrap_or_else(now_rfc3339),
+        };
+        self.since = Some((key.0, key.1, since.clone()));
+        Report {
+            schema_version: report::SCHEMA_VERSION,
+            cluster_name: self.settings.cluster_name.clone(),
+            cluster_type: self.settings.cluster_type.clone(),
+            environment: self.settings.environment.clone(),
+            channel: self.settings.channel.clone(),
+            applied_digest: obs.applied_digest.clone(),
+            applied_sequence: obs.applied_sequence,
+            health,
+            health_since: (health != ReportHealth::Unknown).then_some(since),
+            last_attempt: obs.last_attempt.as_ref().map(|a| LastAttempt {
+                result: a.result.to_string(),
+                reason: report::clip(&a.reason),
+                digest: a.digest.clone(),
+                at: a.at.clone(),
+            }),
+            objects: obs.objects.clone(),
+            failing: obs.failing.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            reported_at: now_rfc3339(),
+        }
+    }
+
+    /// True when `report` is worth a write: it says something new, the heartbeat is
+    /// due, or nothing was written yet.
+    fn due(&self, report: &Report) -> bool {
+        match &self.pushed {
+            None => true,
+            Some((fp, at)) => *fp != report.fingerprint() || at.elapsed() >= self.settings.interval,
+        }
+    }
+
+    /// Collects a finished push (without waiting).
+    fn collect(&mut self, result: Result<Result<Report, String>, tokio::task::JoinError>) {
+        match result {
+            Ok(Ok(pushed)) => {
+                if let Some((d, h, s)) = self.since.as_mut() {
+                    if (&*d, *h) == (&pushed.applied_digest, pushed.health) {
+                        if let Some(adopted) = &pushed.health_since {
+                            *s = adopted.clone();
+                        }
+                    }
+                }
+                tracing::debug!(to = %self.describe(), health = %pushed.health, "report written");
+                self.pushed = Some((pushed.fingerprint(), Instant::now()));
+                self.primed = true;
+            }
+            Ok(Err(e)) => tracing::warn!("report not written (retried after the next poll): {e}"),
+            Err(e) => tracing::warn!("report task: {e}"),
+        }
+    }
+
+    fn spawn(&mut self, report: Report) {
+        let repo = self.repo.clone();
+        let primed = self.primed;
+        self.task = Some(tokio::spawn(async move {
+            let work = async {
+                let mut report = report;
+                if !primed {
+                    adopt_since(&repo, &mut report).await;
+                }
+                report::push(&repo, &report).await.map_err(|e| e.to_string())?;
+                Ok(report)
+            };
+            tokio::time::timeout(PUSH_TIMEOUT, work).await.unwrap_or_else(|_| Err(format!("no answer within {PUSH_TIMEOUT:?}")))
+        }));
+    }
+
+    /// After a poll: collects a finished push, then starts one when the report is due and
+    /// none is in flight. Never waits. Returns true when a push was started.
+    pub fn after_cycle(&mut self, obs: &Observed) -> bool {
+        if let Some(task) = self.task.take() {
+            if !task.is_finished() {
+                self.task = Some(task);
+                return false;
+            }
+            if let Some(result) = futures::FutureExt::now_or_never(task) {
+                self.collect(result);
+            }
+        }
+        let report = self.build(obs);
+        let due = self.due(&report);
+        if due {
+            self.spawn(report);
+        }
+        due
+    }
+
+    /// Pretends the last report was written `age` earlier than it was (the fleet
+    /// simulation spreads its agents' heartbeats as a long-running fleet has them).
+    pub fn backdate_last_write(&mut self, age: Duration) {
+        if let Some((_, at)) = self.pushed.as_mut() {
+            *at = at.checked_sub(age).unwrap_or(*at);
+        }
+    }
+
+    /// Writes the report now if it is due (`--once`, shutdown), waiting for a push in
+    /// flight first; bounded by [`PUSH_TIMEOUT`] each.
+    pub async fn flush(&mut self, obs: &Observed) {
+        if let Some(task) = self.task.take() {
+            let result = task.await;
+            self.collect(result);
+        }
+        let report = self.build(obs);
+        if self.due(&report) {
+            self.spawn(report);
+            if let Some(task) = self.task.take() {
+                let result = task.await;
+                self.collect(result);
+            }
+        }
+    }
+}
+
+/// Keeps the predecessor's `healthSince` when its report says the same digest and health.
+async fn adopt_since(repo: &Repo, report: &mut Report) {
+    match report::read(repo, &report.tag()).await {
+        Ok(Some(prev)) if prev.applied_digest == report.applied_digest && prev.health == report.health => {
+            let secs = |s: &Option<String>| s.as_deref().and_then(|s| drover_proto::time::parse_rfc3339(s).ok());
+            let older = matches!((secs(&prev.health_since), secs(&report.health_since)), (Some(p), Some(c)) if p < c);
+            if older {
+                report.health_since = prev.health_since;
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!("previous report unreadable, healthSince starts now: {e}"),
+    }
+}

@@ -1,0 +1,89 @@
+//! `drover fleet status --registry PREFIX [--env E] [--stale 15m] [-o json]`: every
+//! report, one row per cluster, and a summary per (environment, cluster type, channel).
+
+use crate::fleet::status::{build, Status};
+use crate::fleet::{age, human, load, short_digest};
+use crate::output::{print_json, print_table, OutputFormat};
+use crate::regargs::RegistryArgs;
+
+use super::args::ReportsArgs;
+
+/// Arguments of `drover fleet status`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where the reports are.
+    #[command(flatten)]
+    pub reports: ReportsArgs,
+    /// Only this environment.
+    #[arg(long, visible_alias = "environment", value_name = "ENV")]
+    pub env: Option<String>,
+    /// Registry connection flags.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Reads the reports and builds the status.
+pub async fn status(args: &Args) -> anyhow::Result<Status> {
+    let sources = args.reports.sources()?;
+    let stale = args.reports.stale_secs()?;
+    let client = args.registry.client()?;
+    let (reports, unreadable) = load(&sources, &client).await?;
+    for u in unreadable {
+        eprintln!("warning: skipped {}: {}", u.name, u.reason);
+    }
+    Ok(build(&reports, args.env.as_deref(), drover_proto::time::now_unix(), stale))
+}
+
+/// Runs `drover fleet status`.
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    let st = status(&args).await?;
+    match out {
+        OutputFormat::Json => print_json(&st),
+        OutputFormat::Table => {
+            print_text(&st);
+            Ok(())
+        }
+    }
+}
+
+fn print_text(st: &Status) {
+    let now = drover_proto::time::now_unix();
+    let opt = |s: Option<String>| s.unwrap_or_else(|| "-".into());
+    let rows: Vec<Vec<String>> = st
+        .clusters
+        .iter()
+        .map(|c| {
+            vec![
+                format!("{}.{}", c.cluster_type, c.cluster_name),
+                c.environment.clone(),
+                c.channel.clone(),
+                opt(c.applied_sequence.map(|s| s.to_string())),
+                opt(c.applied_digest.as_deref().map(short_digest)),
+                if c.stale { format!("{} (STALE)", c.health) } else { c.health.to_string() },
+                opt(c.last_result.clone()),
+                age(&c.reported_at, now).map(|a| format!("{} ago", human(a))).unwrap_or_else(|| c.reported_at.clone()),
+            ]
+        })
+        .collect();
+    print_table(&["CLUSTER", "ENV", "CHANNEL", "SEQUENCE", "DIGEST", "HEALTH", "LAST", "REPORTED"], &rows);
+    println!();
+    let rows: Vec<Vec<String>> = st
+        .summary
+        .iter()
+        .map(|s| {
+            let seqs: Vec<String> = s.sequences.iter().map(|a| format!("{}×{}", opt(a.sequence.map(|x| x.to_string())), a.clusters)).collect();
+            vec![
+                s.environment.clone(),
+                s.cluster_type.clone(),
+                s.channel.clone(),
+                s.clusters.to_string(),
+                seqs.join(" "),
+                s.healthy.to_string(),
+                s.progressing.to_string(),
+                s.degraded.to_string(),
+                s.stale.to_string(),
+            ]
+        })
+        .collect();
+    print_table(&["ENV", "TYPE", "CHANNEL", "CLUSTERS", "SEQUENCE×CLUSTERS", "HEALTHY", "PROGRESSING", "DEGRADED", "STALE"], &rows);
+}

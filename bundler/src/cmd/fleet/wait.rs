@@ -1,0 +1,94 @@
+//! `drover fleet wait REPO:CHANNEL [--require-healthy 100%] [--min-clusters N] [--soak 15m]
+//! [--timeout 30m]`: polls the channel and the reports until the health gate passes for
+//! the bundle the channel holds (exit 0), or the timeout ends (exit 1, naming the
+//! clusters that hold it back). If the channel moves meanwhile, the new bundle is waited
+//! for.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use drover_proto::repo::FetchLimits;
+
+use crate::fleet::gate::Verdict;
+use crate::fleet::{human, parse_duration, short_digest};
+use crate::output::{print_json, print_table, OutputFormat};
+use crate::regargs::RegistryArgs;
+use crate::signing::open_reference;
+
+use super::args::{channel_of, gate, GateArgs};
+
+/// Arguments of `drover fleet wait`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The channel whose clusters to wait for: HOST/REPO:CHANNEL (e.g. …/edge:prod-ring0).
+    pub channel: String,
+    /// The gate (--require-healthy defaults to 100% here).
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Give up after this long (exit 1).
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    pub timeout: String,
+    /// Check this often.
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub interval: String,
+    /// Registry connection flags.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// One look at the channel and its reports.
+async fn round(args: &Args, rule: &crate::fleet::gate::Rule, client: &drover_proto::RegistryClient) -> anyhow::Result<Verdict> {
+    let (repo, lookup, _) = open_reference(&args.channel, client, false)?;
+    let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no channel tag (add :CHANNEL)", args.channel))?;
+    let channel = channel_of(&args.channel, &lookup)?;
+    let (bytes, digest) = repo.manifest(&lookup, FetchLimits::default().manifest).await.with_context(|| format!("reading {}", args.channel))?;
+    let head = repo.fetch_bundle_head(bytes, digest.clone(), &FetchLimits::default()).await.with_context(|| format!("reading {}", args.channel))?;
+    gate(&args.gate, rule, &args.channel, &channel, &digest, &head.config, client).await
+}
+
+/// Waits for the gate; the last verdict, passed or not.
+pub async fn wait(args: &Args) -> anyhow::Result<Verdict> {
+    let rule = args.gate.rule(Some(100.0))?.expect("a default percentage");
+    let timeout = parse_duration("--timeout", &args.timeout)?;
+    let interval = parse_duration("--interval", &args.interval)?.max(Duration::from_millis(200));
+    let client = args.registry.client()?;
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let v = round(args, &rule, &client).await?;
+        if v.passed || started.elapsed() + interval > timeout {
+            return Ok(v);
+        }
+        let now = format!("{} of {} ready ({} needed) on sequence {}", v.ready, v.clusters, v.required, v.candidate.sequence);
+        if now != last {
+            eprintln!("waiting: {now}; {} elapsed", human(started.elapsed().as_secs() as i64));
+            last = now;
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// Prints a verdict (table: one row per cluster).
+pub fn print_verdict(v: &Verdict, out: OutputFormat) -> anyhow::Result<()> {
+    match out {
+        OutputFormat::Json => print_json(v),
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = v
+                .details
+                .iter()
+                .map(|d| vec![format!("{}.{}", v.candidate.cluster_type, d.cluster_name), if d.ready { "ready".into() } else { "waiting".into() }, d.reason.clone()])
+                .collect();
+            print_table(&["CLUSTER", "GATE", "WHY"], &rows);
+            Ok(())
+        }
+    }
+}
+
+/// Runs `drover fleet wait`.
+pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+    let v = wait(&args).await?;
+    print_verdict(&v, out)?;
+    anyhow::ensure!(v.passed, "timed out after {} waiting for {} ({}): {}", args.timeout, args.channel, short_digest(&v.candidate.digest), v.describe());
+    eprintln!("ready: {}", v.describe());
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! Sending one registry request: a total deadline, the authorisation learnt so far
+//! (retried once on a `401` challenge, never sent to another host), refusals turned into
+//! [`StoreError::Auth`], transport failures into messages that say what to do, and
+//! bodies read with a size cap and a deadline while they stream.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use reqwest::{Method, Response};
+use tokio::time::Instant;
+
+use super::authorize::{Authorizer, Scheme, Scope, TokenFetch};
+use super::diagnose;
+use crate::error::StoreError;
+
+/// The slowest transfer rate a blob body is allowed before its deadline passes: the
+/// deadline of a body is the registry timeout plus its size at this rate.
+pub const MIN_TRANSFER_RATE: u64 = 128 << 10;
+
+/// One request.
+pub(crate) struct Call<'a> {
+    /// HTTP method.
+    pub method: Method,
+    /// Full URL.
+    pub url: String,
+    /// `HOST[:PORT]` of the reference (credentials belong to it).
+    pub registry: &'a str,
+    /// Repository (token scope).
+    pub repository: &'a str,
+    /// What the request needs.
+    pub scope: Scope,
+    /// `Accept` header.
+    pub accept: Option<&'a str>,
+    /// `Content-Type` header (with a body).
+    pub content_type: Option<&'a str>,
+    /// Request body.
+    pub body: Option<Bytes>,
+    /// Operation and reference, for messages.
+    pub what: &'a str,
+}
+
+/// The HTTP side of a registry client, shared by its clones.
+pub(crate) struct Engine {
+    /// Connection pool, TLS roots, connect and idle-read timeouts.
+    pub http: reqwest::Client,
+    /// `--plain-http`.
+    pub plain_http: bool,
+    /// `--ca-file` (for messages).
+    pub ca_file: Option<PathBuf>,
+    /// The per-request deadline.
+    pub timeout: Duration,
+    /// What is known about authenticating to each registry.
+    pub auth: Authorizer,
+}
+
+fn transport(what: &str, message: String) -> StoreError {
+    StoreError::Transport { what: what.to_string(), message }
+}
+
+/// `HOST[:PORT]` of a URL, as references write it.
+fn authority(url: &reqwest::Url) -> String {
+    match url.port() {
+        Some(p) => format!("{}:{p}", url.host_str().unwrap_or("")),
+        None => url.host_str().unwrap_or("").to_string(),
+    }
+}
+
+impl Engine {
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.plain_http {
+            "http"
+        } else {
+            "https"
+        }
+    }
+
+    fn diag<'a>(&'a self, host: &'a str) -> diagnose::Context<'a> {
+        diagnose::Context { host, ca_file: self.ca_file.as_deref(), timeout: self.timeout }
+    }
+
+    /// Sends `call` with the authorisation it needs; a `401` teaches the scheme and the
+    /// request is sent once more with fresh authorisation. Returns the response (any
+    /// status but 400/401/403) once its headers arrived.
+    pub async fn send(&self, call: &Call<'_>) -> Result<Response, StoreError> {
+        let mut scheme = self.auth.scheme(call.registry);
+        let gate = self.auth.gate(call.registry);
+        let mut guard = None;
+        if scheme.is_none() {
+            let g = gate.lock().await;
+            scheme = self.auth.scheme(call.registry);
+            if scheme.is_none() {
+                guard = Some(g);
+            }
+        }
+        let fetch = TokenFetch { http: &self.http, plain_http: self.plain_http, diag: self.diag(call.registry) };
+        let first = match &scheme {
+            Some(s) => self.auth.authorization(&fetch, call.registry, call.repository, call.scope, s, false).await?,
+            None => None,
+        };
+        let res = self.once(call, first.as_ref()).await?;
+        if res.status().as_u16() != 401 {
+            if scheme.is_none() {
+                self.auth.learn(call.registry, Scheme::Anonymous);
+            }
+            drop(guard);
+            return self.refused(call, res);
+        }
+        let challenge = res.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).and_then(Scheme::parse);
+        let Some(learnt) = challenge else {
+            drop(guard);
+            return Err(self.auth_error(call, 401, "without a usable WWW-Authenticate challenge")?);
+        };
+        self.auth.learn(call.registry, learnt.clone());
+        drop(guard);
+        let again = self.auth.authorization(&fetch, call.registry, call.repository, call.scope, &learnt, true).await?;
+        if again.is_none() || (learnt == Scheme::Basic && again == first) {
+            return Err(self.auth_error(call, 401, "")?);
+        }
+        let res = self.once(call, again.as_ref()).await?;
+        self.refused(call, res)
+    }
+
+    /// 401 and 403 become [`StoreError::Auth`].
+    fn refused(&self, call: &Call<'_>, res: Response) -> Result<Response, StoreError> {
+        match res.status().as_u16() {
+            401 => Err(self.auth_error(call, 401, "")?),
+            403 => Err(self.auth_error(call, 403, &format!("(access to {} denied)", call.repository))?),
+            _ => Ok(res),
+        }
+    }
+
+    fn auth_error(&self, call: &Call<'_>, status: u16, note: &str) -> Result<StoreError, StoreError> {
+        let (_, source) = self.auth.credentials(call.registry)?;
+        let path = reqwest::Url::parse(&call.url).map(|u| u.path().to_string()).unwrap_or_default();
+        let note = if note.is_empty() { String::new() } else { format!(" {note}") };
+        Ok(StoreError::Auth {
+            what: call.what.to_string(),
+            registry: call.registry.to_string(),
+            detail: format!("it answered HTTP {status} to {} {path}{note}; {source}", call.method),
+        })
+    }
+
+    /// One attempt: headers within the deadline (bodies sent within their own).
+    async fn once(&self, call: &Call<'_>, authorization: Option<&HeaderValue>) -> Result<Response, StoreError> {
+        let url = reqwest::Url::parse(&call.url).map_err(|e| transport(call.what, format!("bad URL {}: {e}", call.url)))?;
+        let host = authority(&url);
+        let mut req = self.http.request(call.method.clone(), url.clone());
+        if let Some(a) = call.accept {
+            req = req.header("Accept", a);
+        }
+        if let Some(ct) = call.content_type {
+            req = req.header("Content-Type", ct);
+        }
+        // Credentials and tokens only ever go to the registry they belong to.
+        if let Some(a) = authorization.filter(|_| host == call.registry && url.scheme() == self.scheme()) {
+            req = req.header(AUTHORIZATION, a.clone());
+        }
+        let budget = match &call.body {
+            Some(b) => {
+                let len = b.len() as u64;
+                req = req.header("Content-Length", len).body(b.clone());
+                self.timeout + Duration::from_secs(len / MIN_TRANSFER_RATE)
+            }
+            None => self.timeout,
+        };
+        let res = match tokio::time::timeout(budget, req.send()).await {
+            Err(_) => return Err(transport(call.what, diagnose::timed_out(&host, budget))),
+            Ok(Err(e)) => return Err(transport(call.what, diagnose::send_error(&e, &self.diag(&host)))),
+            Ok(Ok(r)) => r,
+        };
+        tracing::debug!(method = %call.method, url = %url, status = res.status().as_u16(), authorized = authorization.is_some(), "registry request");
+        if res.status().as_u16() == 400 && self.plain_http {
+            let body = self.text(res, 4096).await.unwrap_or_default();
+            if body.contains("HTTPS") || call.method == Method::HEAD {
+                return Err(transport(call.what, diagnose::plain_http_to_https(&host, &body)));
+            }
+            return Err(transport(call.what, format!("registry answered HTTP 400: {body}")));
+        }
+        Ok(res)
+    }
+
+    /// Reads at most `limit` bytes of an error body as text (best effort, bounded).
+    pub async fn text(&self, res: Response, limit: usize) -> Option<String> {
+        let data = read_capped(res, limit as u64, "error body", self).await.ok()?;
+        Some(String::from_utf8_lossy(&data).into_owned())
+    }
+
+    /// The error for an unexpected status: the registry's own error message when it sent one.
+    pub async fn unexpected(&self, what: &str, res: Response) -> StoreError {
+        let status = res.status().as_u16();
+        let body = self.text(res, 4096).await.unwrap_or_default();
+        let detail = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["errors"][0]["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| body.trim().chars().take(300).collect());
+        let message = if detail.is_empty() { format!("registry answered HTTP {status}") } else { format!("registry answered HTTP {status}: {detail}") };
+        transport(what, message)
+    }
+}
+
+/// Reads a response body, stopping at `limit` bytes ([`StoreError::OverLimit`]; a
+/// declared length over it is refused before reading) or when it takes longer than the
+/// registry timeout plus its size at [`MIN_TRANSFER_RATE`].
+pub(crate) async fn read_capped(mut res: Response, limit: u64, what: &str, engine: &Engine) -> Result<Vec<u8>, StoreError> {
+    let host = authority(res.url());
+    if let Some(len) = res.content_length() {
+        if len > limit {
+            return Err(StoreError::TooLarge { what: what.to_string(), size: len, limit });
+        }
+    }
+    let expected = res.content_length().unwrap_or(limit).min(limit);
+    let budget = engine.timeout + Duration::from_secs(expected / MIN_TRANSFER_RATE);
+    let deadline = Instant::now() + budget;
+    let mut data = Vec::with_capacity(expected.min(1 << 20) as usize);
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline, res.chunk()).await {
+            Err(_) => return Err(transport(what, format!("{host} did not finish sending {}", diagnose::timeout_hint(budget)))),
+            Ok(Err(e)) => return Err(transport(what, diagnose::send_error(&e, &engine.diag(&host)))),
+            Ok(Ok(None)) => return Ok(data),
+            Ok(Ok(Some(c))) => c,
+        };
+        if (data.len() + chunk.len()) as u64 > limit {
+            return Err(StoreError::OverLimit { what: what.to_string(), limit });
+        }
+        data.extend_from_slice(&chunk);
+    }
+}

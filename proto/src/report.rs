@@ -1,0 +1,481 @@
+//! Fleet reports (docs/fleet.md): the small document an agent publishes about its cluster,
+//! how it is stored as an OCI artifact, where, and how it is read back.
+//!
+//! - **Document**: [`Report`], JSON, camelCase, schemaVersion 1. Identity, what is applied,
+//!   health and since when, the last attempt, object counts, the first failing objects.
+//!   No object content, no secrets ([`MAX_FAILING`], [`MAX_MESSAGE`] bound it).
+//! - **Artifact**: an OCI image manifest with `artifactType`
+//!   [`media::REPORT_ARTIFACT_TYPE`], config = the report ([`media::REPORT_CONFIG`]), no
+//!   layers. The config descriptor also embeds the report (`data`, OCI 1.1), so a reader
+//!   needs one request per cluster; the blob is pushed too (registries check it exists).
+//! - **Tag**: `<cluster-type>.<cluster-name>` ([`report_tag`]); cluster types cannot hold
+//!   a `.`, so the tag names one cluster.
+//! - **Repository**: `<parent of the source repository>/drover-reports` on the source's
+//!   registry unless configured ([`default_repository`]).
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use crate::digest::{sha256_digest, verify_digest};
+use crate::error::StoreError;
+use crate::media;
+use crate::object::ObjectRef;
+use crate::reference::RegistryRef;
+use crate::repo::Repo;
+
+/// The report schema version this code writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The repository name (under the source repository's parent) reports go to by default.
+pub const REPORTS_REPOSITORY: &str = "drover-reports";
+/// At most this many failing objects are listed.
+pub const MAX_FAILING: usize = 10;
+/// Messages (per object, and the attempt's reason) are cut to this many characters.
+pub const MAX_MESSAGE: usize = 300;
+/// Largest report (and report manifest) read or written.
+pub const MAX_REPORT_BYTES: u64 = 64 << 10;
+
+/// Health of a cluster's applied state as a report states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub enum ReportHealth {
+    /// Every applied object is ready.
+    Healthy,
+    /// Still rolling out when the agent's health wait ended.
+    Progressing,
+    /// An object failed (rollout failed, not ready in time, ...).
+    Degraded,
+    /// Nothing applied yet.
+    #[default]
+    Unknown,
+}
+
+impl std::fmt::Display for ReportHealth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// The last attempt the agent recorded (not the unchanged polls in between).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastAttempt {
+    /// `Applied`, `Unchanged`, `Rejected` or `Failed`.
+    pub result: String,
+    /// Why (empty on plain success), at most [`MAX_MESSAGE`] characters.
+    #[serde(default)]
+    pub reason: String,
+    /// The bundle digest attempted, when it was resolved.
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// When (RFC 3339).
+    pub at: String,
+}
+
+/// One object that failed to apply or is not healthy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailingObject {
+    /// The object's identity (never its content).
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// `failed` (apply), `Degraded` or `Progressing` (health).
+    pub state: String,
+    /// Why, at most [`MAX_MESSAGE`] characters; withheld for Secrets.
+    #[serde(default)]
+    pub message: String,
+}
+
+impl FailingObject {
+    /// A failing object with its message made fit for a report: cut to [`MAX_MESSAGE`]
+    /// characters, and withheld for `Secret`s (an API server's message may quote a value).
+    pub fn new(object: ObjectRef, state: &str, message: &str) -> Self {
+        let message = if object.kind == "Secret" { "(message withheld for Secret objects)".to_string() } else { clip(message) };
+        FailingObject { object, state: state.to_string(), message }
+    }
+}
+
+/// Cuts `s` to [`MAX_MESSAGE`] characters (marking the cut with `…`).
+pub fn clip(s: &str) -> String {
+    if s.chars().count() <= MAX_MESSAGE {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(MAX_MESSAGE - 1).collect();
+    out.push('…');
+    out
+}
+
+/// What an agent says about its cluster. Field names are part of the interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The cluster's name (unique within its cluster type).
+    pub cluster_name: String,
+    /// The cluster type the agent expects.
+    pub cluster_type: String,
+    /// The environment the agent expects.
+    pub environment: String,
+    /// The channel followed: the source's tag (or digest).
+    pub channel: String,
+    /// The applied bundle's digest.
+    #[serde(default)]
+    pub applied_digest: Option<String>,
+    /// The applied bundle's sequence.
+    #[serde(default)]
+    pub applied_sequence: Option<u64>,
+    /// Health of the applied state.
+    #[serde(default)]
+    pub health: ReportHealth,
+    /// Since when (RFC 3339) this digest has had this health, as observed by the agent(s).
+    #[serde(default)]
+    pub health_since: Option<String>,
+    /// The last recorded attempt.
+    #[serde(default)]
+    pub last_attempt: Option<LastAttempt>,
+    /// Objects of the last apply by outcome (`created`, `unchanged`, `failed`, ...).
+    #[serde(default)]
+    pub objects: BTreeMap<String, u64>,
+    /// The first failing or unhealthy objects (at most [`MAX_FAILING`]).
+    #[serde(default)]
+    pub failing: Vec<FailingObject>,
+    /// The agent's version.
+    #[serde(default)]
+    pub agent_version: String,
+    /// When this report was written (RFC 3339).
+    pub reported_at: String,
+}
+
+impl Report {
+    /// The tag this report is stored under: `<cluster-type>.<cluster-name>`.
+    pub fn tag(&self) -> String {
+        report_tag(&self.cluster_type, &self.cluster_name)
+    }
+
+    /// The report without its times (`reportedAt`, `lastAttempt.at`): two reports with
+    /// the same fingerprint say the same thing, and only a change is worth a write.
+    pub fn fingerprint(&self) -> String {
+        let mut r = self.clone();
+        r.reported_at = String::new();
+        if let Some(a) = r.last_attempt.as_mut() {
+            a.at = String::new();
+        }
+        serde_json::to_string(&r).expect("report serializes")
+    }
+
+    /// The document bytes (the config blob).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("report serializes")
+    }
+
+    /// Parses and checks a report document: schema version, names, size.
+    pub fn from_slice(data: &[u8]) -> Result<Self, String> {
+        if data.len() as u64 > MAX_REPORT_BYTES {
+            return Err(format!("the report is {} bytes, over the limit of {MAX_REPORT_BYTES}", data.len()));
+        }
+        let r: Report = serde_json::from_slice(data).map_err(|e| format!("not a drover report: {e}"))?;
+        if r.schema_version != SCHEMA_VERSION {
+            return Err(format!("schemaVersion {} is not {SCHEMA_VERSION} (written by a newer agent?)", r.schema_version));
+        }
+        check_cluster_type(&r.cluster_type)?;
+        check_cluster_name(&r.cluster_name)?;
+        crate::time::parse_rfc3339(&r.reported_at).map_err(|e| format!("reportedAt {:?}: {e}", r.reported_at))?;
+        if let Some(s) = &r.health_since {
+            crate::time::parse_rfc3339(s).map_err(|e| format!("healthSince {s:?}: {e}"))?;
+        }
+        Ok(r)
+    }
+}
+
+/// `<cluster-type>.<cluster-name>`.
+pub fn report_tag(cluster_type: &str, cluster_name: &str) -> String {
+    format!("{cluster_type}.{cluster_name}")
+}
+
+/// A cluster type a report can name: a DNS-1123 label (what the platform model allows),
+/// so it holds no `.` and `<cluster-type>.<cluster-name>` is unambiguous.
+pub fn check_cluster_type(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("cluster type {s:?} cannot be reported: it must be a DNS-1123 label (lowercase letters, digits, '-'; at most 63)"))
+    }
+}
+
+/// A cluster name: 1-63 letters, digits, `-`, `_` or `.`, starting with a letter or digit.
+pub fn check_cluster_name(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "cluster name {s:?} is not usable in a report tag: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit"
+        ))
+    }
+}
+
+/// The default reports repository for a source: `<parent of the source repository>/drover-reports`
+/// on the same registry (`reg/fleet/edge` → `reg/fleet/drover-reports`, `reg/edge` →
+/// `reg/drover-reports`). No tag, no digest.
+pub fn default_repository(source: &RegistryRef) -> RegistryRef {
+    let repository = match source.repository.rsplit_once('/') {
+        Some((parent, _)) => format!("{parent}/{REPORTS_REPOSITORY}"),
+        None => REPORTS_REPOSITORY.to_string(),
+    };
+    RegistryRef { registry: source.registry.clone(), repository, tag: None, digest: None }
+}
+
+/// The reports repository under a publish prefix (`drover publish --registry PREFIX`):
+/// `PREFIX/drover-reports`, the default of every agent following `PREFIX/<cluster-type>:…`.
+pub fn prefix_repository(prefix: &str) -> Result<RegistryRef, String> {
+    let prefix = prefix.trim_end_matches('/');
+    RegistryRef::parse(&format!("{prefix}/{REPORTS_REPOSITORY}")).map_err(|e| format!("--registry {prefix}: {e}"))
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigDescriptor {
+    media_type: String,
+    digest: String,
+    size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReportManifest {
+    schema_version: u32,
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    artifact_type: Option<String>,
+    config: ConfigDescriptor,
+    #[serde(default)]
+    layers: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: BTreeMap<String, String>,
+}
+
+/// The manifest bytes for a report document (`config` = the report bytes).
+pub fn manifest_for(config: &[u8], reported_at: &str) -> Vec<u8> {
+    let m = ReportManifest {
+        schema_version: 2,
+        media_type: Some(media::OCI_MANIFEST.into()),
+        artifact_type: Some(media::REPORT_ARTIFACT_TYPE.into()),
+        config: ConfigDescriptor {
+            media_type: media::REPORT_CONFIG.into(),
+            digest: sha256_digest(config),
+            size: config.len() as u64,
+            data: Some(base64::engine::general_purpose::STANDARD.encode(config)),
+        },
+        layers: Vec::new(),
+        annotations: BTreeMap::from([(media::ANN_CREATED.to_string(), reported_at.to_string())]),
+    };
+    serde_json::to_vec(&m).expect("manifest serializes")
+}
+
+/// Writes a report into `repo` under its tag: the config blob, then the manifest.
+/// Returns the manifest digest.
+pub async fn push(repo: &Repo, report: &Report) -> Result<String, StoreError> {
+    let config = report.to_bytes();
+    if config.len() as u64 > MAX_REPORT_BYTES {
+        return Err(StoreError::TooLarge { what: format!("report {}", report.tag()), size: config.len() as u64, limit: MAX_REPORT_BYTES });
+    }
+    let manifest = manifest_for(&config, &report.reported_at);
+    repo.put_blob(&sha256_digest(&config), config).await?;
+    repo.put_manifest(manifest, media::OCI_MANIFEST, Some(&report.tag())).await
+}
+
+/// Is this manifest a report? `Ok(None)`: another artifact (a bundle, a signature).
+/// `Ok(Some(report))` from the embedded data when it is there (digest-checked), else
+/// from the config blob.
+async fn decode(repo: &Repo, bytes: &[u8]) -> Result<Option<Report>, String> {
+    let m: ReportManifest = match serde_json::from_slice(bytes) {
+        Ok(m) => m,
+        Err(_) => return Ok(None),
+    };
+    if m.artifact_type.as_deref() != Some(media::REPORT_ARTIFACT_TYPE) && m.config.media_type != media::REPORT_CONFIG {
+        return Ok(None);
+    }
+    if m.config.media_type != media::REPORT_CONFIG {
+        return Err(format!("config media type {:?}, expected {:?}", m.config.media_type, media::REPORT_CONFIG));
+    }
+    if m.config.size > MAX_REPORT_BYTES {
+        return Err(format!("the report is {} bytes, over the limit of {MAX_REPORT_BYTES}", m.config.size));
+    }
+    let embedded = m.config.data.as_deref().and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok());
+    let data = match embedded.filter(|d| verify_digest(d, &m.config.digest).is_ok()) {
+        Some(d) => d,
+        None => repo.blob(&m.config.digest, MAX_REPORT_BYTES).await.map_err(|e| e.to_string())?,
+    };
+    Report::from_slice(&data).map(Some)
+}
+
+/// A tag in a reports repository that holds something unusable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unreadable {
+    /// Where: the tag or the layout ref name.
+    pub name: String,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// Everything a reports repository holds.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// The reports, in tag order.
+    pub reports: Vec<Report>,
+    /// Tags that were skipped, and why.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// Reads one cluster's report by tag (`Ok(None)`: there is none).
+pub async fn read(repo: &Repo, tag: &str) -> Result<Option<Report>, StoreError> {
+    let bytes = match repo.manifest(tag, MAX_REPORT_BYTES).await {
+        Ok((b, _)) => b,
+        Err(StoreError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    decode(repo, &bytes).await.map_err(|e| StoreError::Malformed(format!("{}: {e}", repo.describe(tag))))
+}
+
+/// The (name, lookup) of every manifest in `repo` that may be a report: on a registry
+/// every tag but signatures; in a layout or archive every ref name under the
+/// repository's prefix (all of them for an archive opened without a name, e.g. what
+/// `drover export` wrote), skipping entries whose artifact type says they are not reports.
+async fn candidates(repo: &Repo) -> Result<Vec<(String, String)>, StoreError> {
+    let mut out: Vec<(String, String)> = match repo {
+        Repo::Registry { .. } => repo.tags().await?.into_iter().filter(|t| !t.ends_with(".sig")).map(|t| (t.clone(), t)).collect(),
+        Repo::Layout { layout, prefix, .. } => layout
+            .index()?
+            .manifests
+            .into_iter()
+            .filter(|d| d.artifact_type.as_deref().is_none_or(|t| t == media::REPORT_ARTIFACT_TYPE))
+            .filter_map(|d| {
+                let name = d.annotations.get(media::ANN_REF_NAME)?.strip_prefix(prefix.as_str())?.to_string();
+                (!name.ends_with(".sig")).then_some((name, d.digest))
+            })
+            .collect(),
+    };
+    out.sort();
+    Ok(out)
+}
+
+/// Reads every report in `repo`, `concurrency` manifests at a time. Manifests that are
+/// not reports (bundles, signatures) are ignored; broken reports, and reports whose tag
+/// is not `<clusterType>.<clusterName>` of their own content, are listed in
+/// [`Loaded::unreadable`].
+pub async fn read_all(repo: &Repo, concurrency: usize) -> Result<Loaded, StoreError> {
+    use futures::StreamExt;
+    let names = candidates(repo).await?;
+    let results: Vec<(String, Result<Option<Report>, String>)> =
+        futures::stream::iter(names.into_iter().map(|(name, lookup)| async move {
+            let r = match repo.manifest(&lookup, MAX_REPORT_BYTES).await {
+                Ok((bytes, _)) => decode(repo, &bytes).await,
+                Err(StoreError::NotFound(_)) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            };
+            (name, r)
+        }))
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut out = Loaded::default();
+    for (name, r) in results {
+        // A layout ref name may be `<repository>:<tag>`: the tag is after the last ':'.
+        let tag = name.rsplit(':').next().unwrap_or(&name);
+        match r {
+            Ok(None) => {}
+            Ok(Some(report)) if report.tag() == tag => out.reports.push(report),
+            Ok(Some(report)) => out.unreadable.push(Unreadable {
+                reason: format!("holds the report of {}; a report counts only under its own tag", report.tag()),
+                name,
+            }),
+            Err(reason) => out.unreadable.push(Unreadable { name, reason }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            cluster_name: "aks-weu-01".into(),
+            cluster_type: "edge".into(),
+            environment: "prod".into(),
+            channel: "prod-ring0".into(),
+            applied_digest: Some(format!("sha256:{}", "a".repeat(64))),
+            applied_sequence: Some(7),
+            health: ReportHealth::Healthy,
+            health_since: Some("2026-01-02T03:04:05Z".into()),
+            last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: None, at: "2026-01-02T03:04:05Z".into() }),
+            objects: BTreeMap::from([("created".into(), 3)]),
+            failing: vec![],
+            agent_version: "0.1.0".into(),
+            reported_at: "2026-01-02T03:09:05Z".into(),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_fingerprint() {
+        let r = sample();
+        assert_eq!(r.tag(), "edge.aks-weu-01");
+        let back = Report::from_slice(&r.to_bytes()).unwrap();
+        assert_eq!(back, r);
+        let mut later = r.clone();
+        later.reported_at = "2026-01-02T04:00:00Z".into();
+        later.last_attempt.as_mut().unwrap().at = "2026-01-02T04:00:00Z".into();
+        assert_eq!(later.fingerprint(), r.fingerprint(), "times alone are no change");
+        later.health = ReportHealth::Degraded;
+        assert_ne!(later.fingerprint(), r.fingerprint());
+    }
+
+    #[test]
+    fn names_and_repositories() {
+        assert!(check_cluster_type("edge.small").is_err(), "a dot would make tags ambiguous");
+        assert!(check_cluster_type("edge-small").is_ok());
+        assert!(check_cluster_name("aks.weu_01-b").is_ok());
+        assert!(check_cluster_name("-x").is_err());
+        assert!(check_cluster_name(&"x".repeat(64)).is_err());
+        let src = RegistryRef::parse("reg.example/fleet/edge:prod").unwrap();
+        assert_eq!(default_repository(&src).to_string(), "reg.example/fleet/drover-reports");
+        let src = RegistryRef::parse("reg.example/edge:prod").unwrap();
+        assert_eq!(default_repository(&src).to_string(), "reg.example/drover-reports");
+        assert_eq!(prefix_repository("reg.example/fleet/").unwrap().to_string(), "reg.example/fleet/drover-reports");
+    }
+
+    #[test]
+    fn secrets_keep_their_messages_and_long_ones_are_cut() {
+        let id = |kind: &str| ObjectRef { api_version: "v1".into(), kind: kind.into(), namespace: Some("a".into()), name: "n".into() };
+        let f = FailingObject::new(id("Secret"), "failed", "Invalid value: \"hunter2\"");
+        assert!(!f.message.contains("hunter2"));
+        let f = FailingObject::new(id("ConfigMap"), "failed", &"x".repeat(1000));
+        assert_eq!(f.message.chars().count(), MAX_MESSAGE);
+    }
+
+    #[test]
+    fn bad_documents_are_named() {
+        let mut r = sample();
+        r.schema_version = 2;
+        assert!(Report::from_slice(&r.to_bytes()).unwrap_err().contains("schemaVersion"));
+        let mut r = sample();
+        r.reported_at = "yesterday".into();
+        assert!(Report::from_slice(&r.to_bytes()).unwrap_err().contains("reportedAt"));
+        assert!(Report::from_slice(b"{}").is_err());
+    }
+}

@@ -1,0 +1,47 @@
+//! Running the built binaries with a time limit (a test of a stall must not hang the
+//! suite when the stall wins) or with standard input (`--password-stdin`).
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::bins::{bin, Out};
+
+/// Runs binary `name`; returns `Err` with what it printed when it did not finish within
+/// `limit` (it is killed then).
+pub fn run_within(limit: Duration, name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(Out, Duration), String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out_p, err_p) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut cmd = Command::new(bin(name));
+    cmd.args(args).stdin(Stdio::null()).stdout(std::fs::File::create(&out_p).unwrap()).stderr(std::fs::File::create(&err_p).unwrap());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn");
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            let out = Out { code: st.code().unwrap_or(-1), stdout: read(&out_p), stderr: read(&err_p) };
+            return Ok((out, start.elapsed()));
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{name} {args:?} still running after {limit:?}; stderr so far:\n{}", read(&err_p)));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs binary `name` with `stdin` as its standard input.
+pub fn run_with_stdin(name: &str, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Out {
+    let mut cmd = Command::new(bin(name));
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("wait").into()
+}
