@@ -28,5 +28,8 @@ cargo test --workspace --quiet -- --test-threads=4
 # Kubernetes scenarios against a real cluster: the `real_cluster` variants are #[ignore]d
 # (shown as ignored, never passed) unless run here with --ignored.
 if [[ -n "${DROVER_E2E_KUBECONFIG:-}" ]]; then
-  cargo test -p drover-tests --test kube_apply --test kube_prune --test kube_health --test kube_leader --test deploy_manifests --test fakekube_kube --test fakekube_names --test deploy_files --quiet -- --ignored real_cluster
+  # every test file built on kube_support's `scenarios!`, plus fakekube_kube
+  real=(--test fakekube_kube)
+  for f in $(grep -l 'scenarios!' tests/tests/*.rs); do real+=(--test "$(basename "$f" .rs)"); done
+  cargo test -p drover-tests "${real[@]}" --quiet -- --ignored real_cluster
 fi

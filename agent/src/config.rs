@@ -274,6 +274,8 @@ pub struct Settings {
     /// The agent's namespace (`POD_NAMESPACE`, else `drover-system`): its in-cluster
     /// state and, by default, its Lease.
     pub agent_namespace: String,
+    /// Fleet reporting, when on.
+    pub report: Option<ReportSettings>,
 }
 
 /// The agent's namespace: `POD_NAMESPACE`, else `drover-system`.
@@ -299,8 +301,6 @@ fn service_account(v: Option<String>, target: &TargetSpec) -> Result<Option<(Str
         Some((ns, name)) if label(ns, 63) && !ns.contains('.') && label(name, 253) => Ok(Some((ns.into(), name.into()))),
         _ => Err(bad(format!("{text:?} is not NAMESPACE/NAME of a service account, e.g. team-a/deployer"))),
     }
-    /// Fleet reporting, when on.
-    pub report: Option<ReportSettings>,
 }
 
 fn invalid(field: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {

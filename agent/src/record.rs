@@ -28,8 +28,19 @@ pub enum RecordError {
         message: String,
     },
     /// A stored value is unreadable.
-    #[error("state database: corrupt value for {0}")]
-    Corrupt(String),
+    #[error(
+        "state database {path}: the record of {what} is corrupt ({message}); to recover, stop the agent and move {path} aside: \
+         a new database starts over (the kube target takes its floor and inventory from the cluster; \
+         the dir target re-applies the channel's current bundle)"
+    )]
+    Corrupt {
+        /// The directory.
+        path: String,
+        /// Which record.
+        what: String,
+        /// The parser's message.
+        message: String,
+    },
 }
 
 /// How an attempt ended.
@@ -177,6 +188,10 @@ impl Store {
         RecordError::Db { path: self.path.clone(), message: e.to_string() }
     }
 
+    fn corrupt(&self, what: String, message: impl std::fmt::Display) -> RecordError {
+        RecordError::Corrupt { path: self.path.clone(), what, message: message.to_string() }
+    }
+
     /// Writes everything to disk.
     pub fn flush(&self) -> Result<(), RecordError> {
         self.db.flush().map(|_| ()).map_err(|e| self.err(e))
@@ -185,7 +200,7 @@ impl Store {
     /// The state of `source` (default when never seen).
     pub fn source(&self, source: &str) -> Result<SourceState, RecordError> {
         match self.sources.get(source).map_err(|e| self.err(e))? {
-            Some(v) => serde_json::from_slice(&v).map_err(|_| RecordError::Corrupt(format!("source {source}"))),
+            Some(v) => serde_json::from_slice(&v).map_err(|e| self.corrupt(format!("source {source}"), e)),
             None => Ok(SourceState { source: source.to_string(), ..Default::default() }),
         }
     }
@@ -195,7 +210,7 @@ impl Store {
         let mut out = Vec::new();
         for kv in self.sources.iter() {
             let (k, v) = kv.map_err(|e| self.err(e))?;
-            out.push(serde_json::from_slice(&v).map_err(|_| RecordError::Corrupt(String::from_utf8_lossy(&k).into_owned()))?);
+            out.push(serde_json::from_slice(&v).map_err(|e| self.corrupt(format!("source {}", String::from_utf8_lossy(&k)), e))?);
         }
         Ok(out)
     }
@@ -223,7 +238,7 @@ impl Store {
         let mut out = Vec::new();
         for kv in self.history.iter().rev().take(limit) {
             let (_, v) = kv.map_err(|e| self.err(e))?;
-            out.push(serde_json::from_slice(&v).map_err(|_| RecordError::Corrupt("history entry".into()))?);
+            out.push(serde_json::from_slice(&v).map_err(|e| self.corrupt("a history entry".into(), e))?);
         }
         Ok(out)
     }
@@ -253,7 +268,7 @@ impl Store {
         let config = parts.pop().expect("3 parts");
         let manifest = parts.pop().expect("3 parts");
         if drover_proto::digest::sha256_digest(&manifest) != digest {
-            return Err(RecordError::Corrupt(format!("cached manifest {digest}")));
+            return Err(self.corrupt(format!("the cached manifest {digest}"), "its digest does not match"));
         }
         Ok(Some(CachedBundle { digest: digest.to_string(), manifest, config, layer }))
     }
@@ -274,5 +289,23 @@ impl Store {
             self.cache.remove(k).map_err(|e| self.err(e))?;
         }
         self.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_corrupt_record_keeps_the_parser_message_and_says_how_to_recover() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.sources.insert(b"reg/fleet/edge:prod", &b"{\"source\": 7"[..]).unwrap();
+        let e = store.source("reg/fleet/edge:prod").unwrap_err().to_string();
+        assert!(e.contains("source reg/fleet/edge:prod"), "{e}");
+        assert!(e.contains("expected a string at line 1 column 12"), "the parser's message is kept: {e}");
+        assert!(e.contains("move") && e.contains(&dir.path().join("db").display().to_string()), "says how to recover: {e}");
+        let e = store.sources().unwrap_err().to_string();
+        assert!(e.contains("expected a string"), "{e}");
     }
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use drover_proto::auth::docker_config_credentials_in;
+use drover_proto::auth::{docker_config_credentials_in, HostCredentials};
 use drover_proto::report::{self, FailingObject, LastAttempt, Report, ReportHealth, MAX_FAILING};
 use drover_proto::time::now_rfc3339;
 use drover_proto::{Reference, RegistryClient, RegistryOptions, Repo, StoreError};
@@ -84,6 +84,7 @@ pub fn open_repository(settings: &ReportSettings, client: &RegistryClient) -> Re
                 tracing::warn!("--report-docker-config {} does not exist: pushing reports anonymously", path.display());
                 None
             };
+            let credentials = credentials.map(|credentials| HostCredentials { registry: r.registry.clone(), credentials });
             RegistryClient::new(RegistryOptions { credentials, ..client.options().clone() })?
         }
         _ => client.clone(),

@@ -93,23 +93,42 @@ fn ci_shell_lines(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// (subcommand, flags) of every `drover SUB ...` call in a shell line.
-fn drover_calls(line: &str) -> Vec<(String, Vec<String>)> {
+/// (words after `drover`, flags) of every `drover ...` call in a shell line.
+fn drover_calls(line: &str) -> Vec<(Vec<String>, Vec<String>)> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let mut calls = Vec::new();
     for (i, w) in words.iter().enumerate() {
         if *w != "drover" || i + 1 >= words.len() {
             continue;
         }
-        let flags = words[i + 2..]
+        let rest: Vec<&str> = words[i + 1..]
             .iter()
-            .take_while(|w| !matches!(**w, "|" | ";" | "&&" | "||" | ">" | "2>&1"))
-            .filter(|w| w.starts_with('-'))
-            .map(|w| w.split('=').next().unwrap().to_string())
+            .copied()
+            .take_while(|w| !matches!(*w, "|" | ";" | "&&" | "||" | ">" | "2>&1"))
             .collect();
-        calls.push((words[i + 1].to_string(), flags));
+        let flags = rest.iter().filter(|w| w.starts_with('-')).map(|w| w.split('=').next().unwrap().to_string()).collect();
+        calls.push((rest.iter().map(|w| w.to_string()).collect(), flags));
     }
     calls
+}
+
+/// The (sub)command path a call names and its `--help`: `fleet wait` when `drover fleet
+/// --help` lists `wait` as a command, else the first word alone.
+fn command_help(words: &[String]) -> (String, Out) {
+    let help = |path: &[String]| -> Out { Command::new(bin("drover")).args(path).arg("--help").output().expect("drover --help").into() };
+    let mut path = vec![words[0].clone()];
+    let mut out = help(&path);
+    for next in &words[1..] {
+        let listed = out.stdout.split("Commands:").nth(1).is_some_and(|cmds| {
+            cmds.lines().any(|l| l.trim_start().split_whitespace().next() == Some(next.as_str()))
+        });
+        if !listed {
+            break;
+        }
+        path.push(next.clone());
+        out = help(&path);
+    }
+    (path.join(" "), out)
 }
 
 #[test]
@@ -121,9 +140,8 @@ fn ci_examples_call_drover_with_flags_it_has() {
             ci_shell_lines(&doc, &mut lines);
         }
         for line in &lines {
-            for (sub, flags) in drover_calls(line) {
-                let help = Command::new(bin("drover")).args([sub.as_str(), "--help"]).output().expect("drover --help");
-                let help: Out = help.into();
+            for (words, flags) in drover_calls(line) {
+                let (sub, help) = command_help(&words);
                 assert_eq!(help.code, 0, "{}: `drover {sub}` is not a drover command:\n{line}\n{}", path.display(), help.stderr);
                 for flag in flags {
                     let known = help.stdout.lines().any(|l| l.trim_start().split([',', ' ']).any(|w| w == flag));

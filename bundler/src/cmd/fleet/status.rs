@@ -26,7 +26,7 @@ pub struct Args {
 pub async fn status(args: &Args) -> anyhow::Result<Status> {
     let sources = args.reports.sources()?;
     let stale = args.reports.stale_secs()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&sources)?;
     let (reports, unreadable) = load(&sources, &client).await?;
     for u in unreadable {
         eprintln!("warning: skipped {}: {}", u.name, u.reason);

@@ -42,7 +42,7 @@ pub struct Written {
 pub async fn view(args: &Args) -> anyhow::Result<Written> {
     let sources = args.reports.sources()?;
     let stale = args.reports.stale_secs()?;
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&sources)?;
     let (reports, unreadable) = load(&sources, &client).await?;
     let skipped: Vec<String> = unreadable.iter().map(|u| format!("{}: {}", u.name, u.reason)).collect();
     for s in &skipped {

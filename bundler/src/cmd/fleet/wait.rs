@@ -51,7 +51,7 @@ pub async fn wait(args: &Args) -> anyhow::Result<Verdict> {
     let rule = args.gate.rule(Some(100.0))?.expect("a default percentage");
     let timeout = parse_duration("--timeout", &args.timeout)?;
     let interval = parse_duration("--interval", &args.interval)?.max(Duration::from_millis(200));
-    let client = args.registry.client()?;
+    let client = args.registry.client_for(&[&args.channel])?;
     let started = Instant::now();
     let mut last = String::new();
     loop {
