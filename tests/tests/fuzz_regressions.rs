@@ -1,7 +1,9 @@
 //! Limits that hold against hostile input, end to end: each case is a small file or
 //! bundle that, without its limit, makes drover allocate gigabytes. The binaries run
 //! under a 512 MiB data-segment cap (`prlimit --data`), so a missing limit shows as an
-//! allocation failure (abort) instead of a clear error — and never takes the machine down.
+//! allocation failure (an abort, or the tar crate's "out of memory" error) instead of the
+//! limit's clear error — and never takes the machine down. Each test fails without its
+//! limit (checked by disabling it: alias budget, extension headers read by drover).
 //!
 //! - YAML alias expansion ("billion laughs"): in `drover build` input and in bundle
 //!   content read by `drover pull`;
