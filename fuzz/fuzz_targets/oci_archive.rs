@@ -1,10 +1,12 @@
 //! The `oci-archive:` extraction (`ocitar::extract_from`, what `drover import` and every
-//! `oci-archive:FILE` reference run first). Never panics; whatever it extracts stays inside
-//! its temporary directory and holds only regular files and directories.
+//! `oci-archive:FILE` reference run first), then the layout's `index.json`. Never panics;
+//! whatever it extracts stays inside its temporary directory and holds only regular files
+//! and directories.
 #![no_main]
 
 use std::path::Path;
 
+use drover_proto::layout::Layout;
 use drover_proto::ocitar;
 use libfuzzer_sys::fuzz_target;
 
@@ -23,5 +25,6 @@ fn check_tree(root: &Path, dir: &Path) {
 fuzz_target!(|data: &[u8]| {
     if let Ok(tmp) = ocitar::extract_from(data, Path::new("fuzz.tar")) {
         check_tree(tmp.path(), tmp.path());
+        let _ = Layout::open(tmp.path()).and_then(|l| l.resolve("fleet/edge:prod"));
     }
 });
