@@ -67,7 +67,7 @@ else
   drover render "$platform" --env dev --out "$work/rendered"
   for t in $types; do
     digest=$(drover -o json build "$work/rendered/$t" --out "oci:$work/layout:$t-dev" \
-      --cluster-type "$t" --environment dev --revision "$revision" |
+      --cluster-type "$t" --env dev --revision "$revision" |
       python3 -c 'import json, sys; print(json.load(sys.stdin)["digest"])')
     # sign the digest we just built (a tag is only signed after it verified)
     drover sign "oci:$work/layout@$digest" --key "$work/keys/drover.key"
@@ -80,9 +80,9 @@ for t in $types; do
   step "agent for cluster type $t: one cycle, applying to dir:$work/clusters/$t"
   drover-agent run --once --source "$(source_of "$t")" "${flags[@]}" \
     --trust-key "$work/keys/drover.pub" --expect-cluster-type "$t" --expect-environment dev \
-    --target "dir:$work/clusters/$t" --state-dir "$work/state/$t" --listen 127.0.0.1:0 \
+    --target "dir:$work/clusters/$t" --state-dir "$work/state/$t" \
     2>"$work/agent-$t.log" || { echo "agent failed, log:"; cat "$work/agent-$t.log"; exit 1; }
-  drover-agent status --state-dir "$work/state/$t" --endpoint http://127.0.0.1:9/
+  drover-agent status --state-dir "$work/state/$t"
 done
 
 first=$(echo "$types" | head -n1)
@@ -96,7 +96,10 @@ if [ -n "$registry_pid" ]; then
   step "inspect it with oras (pip install oras), as anyone can:"
   cat <<HINT
 python3 -c 'import oras.client; oras.client.OrasClient(insecure=True).pull(target="$(source_of "$first")", outdir="out")'
+oras pull --plain-http "$(source_of "$first")" -o out       # the oras CLI, if installed
+skopeo inspect --raw --tls-verify=false "docker://$(source_of "$first")"
 # -> out/manifests/<namespace>/<Kind>.<group>.<name>.yaml, one object per file
+# (insecure=True, --plain-http, --tls-verify=false: this local registry speaks plain HTTP)
 HINT
 fi
 echo

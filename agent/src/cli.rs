@@ -1,4 +1,4 @@
-//! The command line: `drover-agent run | status | history`.
+//! The command line: `drover-agent run | status | history | hold | release | plan`.
 
 use std::path::PathBuf;
 
@@ -7,8 +7,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::config::ConfigLayer;
 
 /// drover-agent: polls one bundle reference, verifies it, applies it to a target and records it.
+///
+/// Exit codes: 0 ok, 1 refused or failed, 2 usage or configuration. Logs go to stderr
+/// (DROVER_LOG, default info; --log-format text|json); results to stdout.
 #[derive(Debug, Parser)]
-#[command(name = "drover-agent", version, about)]
+#[command(name = "drover-agent", version)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -20,10 +23,57 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent: poll, verify, apply, prune, record, serve status.
     Run(Box<RunArgs>),
-    /// Show the agent's status (asks the running agent, else reads the state directory).
+    /// Show the agent's status: the agent of --state-dir (through the endpoint it
+    /// records, or its database when it does not run), or the one at --endpoint.
     Status(QueryArgs),
-    /// Show the last attempts with per-object outcomes.
+    /// Show the last attempts with per-object outcomes (same agent as status).
     History(QueryArgs),
+    /// Hold the agent: it keeps polling and verifying but applies nothing until released.
+    Hold(HoldArgs),
+    /// Release a hold: the next poll applies the newest verified bundle.
+    Release(ReleaseArgs),
+    /// Show what applying the newest verified bundle would do, changing nothing
+    /// (exit 0: nothing would change, 3: something would, 1: refused or would fail).
+    Plan(Box<PlanArgs>),
+}
+
+/// Flags of `plan`: the same settings as `run` (flags, environment, `--config`).
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// YAML config file (camelCase fields, same names as the flags).
+    #[arg(long, env = "DROVER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The settings given on the command line or in the environment.
+    #[command(flatten)]
+    pub settings: ConfigLayer,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `hold`.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    /// The agent's state directory (works while the agent runs).
+    #[arg(long, env = "DROVER_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// Why (shown in status, metrics' logs and fleet reports).
+    #[arg(long)]
+    pub reason: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The agent's state directory.
+    #[arg(long, env = "DROVER_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// Output format of `status` and `history`.
@@ -38,13 +88,15 @@ pub enum Output {
 /// Flags of `status` and `history`.
 #[derive(Debug, Args)]
 pub struct QueryArgs {
-    /// The running agent's HTTP endpoint.
-    #[arg(long, default_value = "http://127.0.0.1:9464")]
-    pub endpoint: String,
-    /// State directory, read directly when no agent answers.
-    #[arg(long)]
+    /// The running agent's HTTP endpoint (default: the one --state-dir records, else
+    /// http://127.0.0.1:9464).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// The agent's state directory: the answer is about this agent (read directly when
+    /// it does not run).
+    #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Output format.
+    /// Output format: a short table, or JSON (camelCase fields).
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: Output,
     /// history: show at most this many attempts (newest first).
@@ -63,6 +115,28 @@ pub struct RunArgs {
     #[command(flatten)]
     pub settings: ConfigLayer,
     /// Run one cycle and exit: 0 when applied or unchanged, 1 when refused or failed.
+    /// Serves HTTP only when --listen is given.
     #[arg(long)]
     pub once: bool,
+}
+
+/// Prints a command's result: `value` as JSON, or `text()` as the table.
+pub fn emit<T: serde::Serialize>(output: Output, value: &T, text: impl FnOnce() -> String) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let s = match output {
+        Output::Json => serde_json::to_string_pretty(value)? + "\n",
+        Output::Table => text(),
+    };
+    print(&s).context("writing to stdout")
+}
+
+/// Writes a command's result to stdout. A reader that went away (`| head -1`) is not an
+/// error: the output was not wanted any more, and the exit code stays what it was.
+pub fn print(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use drover_proto::Reference;
+
+use crate::window::{WindowSpec, Windows};
 use clap::builder::BoolishValueParser;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -87,13 +89,23 @@ pub struct ConfigLayer {
     /// Re-apply an unchanged bundle this often (drift correction), e.g. 10m.
     #[arg(long, env = "DROVER_RESYNC")]
     pub resync: Option<String>,
+    /// What a resync does about drift: `correct` (re-apply, the default) or `report` (record
+    /// the drifted objects and fields in status, change nothing).
+    #[arg(long = "drift", value_name = "MODE", env = "DROVER_DRIFT")]
+    pub drift_mode: Option<String>,
+    /// Apply window `SCHEDULE;DURATION[;TIME_ZONE]` (cron, e.g. "0 22 * * 1-5;6h;Europe/Berlin"):
+    /// with windows, a new bundle is applied only inside one; repeatable (in the
+    /// environment: separated by `|`).
+    #[arg(long = "apply-window", value_name = "SCHEDULE;DURATION[;TIME_ZONE]", env = "DROVER_APPLY_WINDOW", value_delimiter = '|')]
+    pub apply_windows: Option<Vec<WindowSpec>>,
     /// Server-side apply field manager.
     #[arg(long, env = "DROVER_FIELD_MANAGER")]
     pub field_manager: Option<String>,
     /// Refuse to prune more than this fraction of the inventory (unless the bundle opts in).
     #[arg(long, env = "DROVER_MAX_PRUNE_RATIO")]
     pub max_prune_ratio: Option<f64>,
-    /// Address of the HTTP server (/healthz /readyz /status /metrics).
+    /// Address of the HTTP server (/healthz /readyz /status /metrics); default
+    /// 127.0.0.1:9464, and none for `run --once` unless given.
     #[arg(long, env = "DROVER_LISTEN")]
     pub listen: Option<String>,
     /// Log format: text or json.
@@ -172,6 +184,9 @@ impl ConfigLayer {
     }
 }
 
+/// Where a long-running agent serves HTTP when `--listen` is not given.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -196,6 +211,24 @@ impl TargetSpec {
             "kube" => Some(TargetSpec::Kube),
             _ => s.strip_prefix("dir:").filter(|p| !p.is_empty()).map(|p| TargetSpec::Dir(PathBuf::from(p))),
         }
+    }
+}
+
+/// What a resync of the applied bundle does about objects that drifted from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DriftMode {
+    /// Re-apply them (the default).
+    #[default]
+    Correct,
+    /// Record them (object and fields) and leave them as they are.
+    Report,
+}
+
+fn drift_mode(v: Option<&str>) -> Result<DriftMode, ConfigError> {
+    match v.map(str::trim).unwrap_or("correct") {
+        "correct" => Ok(DriftMode::Correct),
+        "report" => Ok(DriftMode::Report),
+        other => Err(invalid("driftMode", "drift", format!("{other:?} is neither correct nor report"))),
     }
 }
 
@@ -247,12 +280,17 @@ pub struct Settings {
     pub interval: Duration,
     /// Re-apply interval of an unchanged bundle (drift correction).
     pub resync: Duration,
+    /// What a resync does about drift.
+    pub drift_mode: DriftMode,
+    /// When new bundles may be applied (empty: any time).
+    pub apply_windows: Windows,
     /// SSA field manager.
     pub field_manager: String,
     /// Prune safety valve.
     pub max_prune_ratio: f64,
-    /// HTTP listen address.
-    pub listen: SocketAddr,
+    /// HTTP listen address, when given (`run` defaults to [`DEFAULT_LISTEN`]; a one-shot
+    /// run serves HTTP only when asked).
+    pub listen: Option<SocketAddr>,
     /// Log format.
     pub log_format: LogFormat,
     /// Allowed namespaces (empty: all).
@@ -439,10 +477,10 @@ impl Settings {
         if !(0.0..=1.0).contains(&max_prune_ratio) {
             return Err(invalid("maxPruneRatio", "max-prune-ratio", format!("{max_prune_ratio} is not between 0 and 1")));
         }
-        let listen_text = c.listen.unwrap_or_else(|| "127.0.0.1:9464".into());
-        let listen = listen_text
-            .parse()
-            .map_err(|_| invalid("listen", "listen", format!("{listen_text:?} is not an address like 127.0.0.1:9464")))?;
+        let listen = match c.listen {
+            Some(text) => Some(text.parse().map_err(|_| invalid("listen", "listen", format!("{text:?} is not an address like {DEFAULT_LISTEN}")))?),
+            None => None,
+        };
         let log_format = match c.log_format.as_deref().unwrap_or("text") {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
@@ -462,6 +500,8 @@ impl Settings {
             return Err(invalid("fieldManager", "field-manager", "must not be empty"));
         }
         let service_account = service_account(c.service_account, &target)?;
+        let drift_mode = drift_mode(c.drift_mode.as_deref())?;
+        let apply_windows = Windows::parse(c.apply_windows.as_deref().unwrap_or_default()).map_err(|m| invalid("applyWindows", "apply-window", m))?;
         Ok(Settings {
             source,
             reference,
@@ -476,6 +516,8 @@ impl Settings {
             state_dir,
             interval: duration("interval", "interval", c.interval, "30s")?,
             resync: duration_or_zero("resync", "resync", c.resync, "10m")?,
+            drift_mode,
+            apply_windows,
             field_manager,
             max_prune_ratio,
             listen,
@@ -546,5 +588,22 @@ mod tests {
         assert!(Settings::validate(tagged).unwrap_err().to_string().contains("repository only"));
         let layout = ConfigLayer { source: Some("oci:/srv/l:prod".into()), ..layer };
         assert!(Settings::validate(layout).unwrap_err().to_string().contains("--report-to"));
+    }
+
+    #[test]
+    fn apply_windows_and_drift_mode() {
+        let yaml = "source: r.example/a:prod\ntarget: dir:/tmp/x\nstateDir: /tmp/s\ntrustKeys: [k.pub]\ndriftMode: report\n\
+                    applyWindows:\n- schedule: \"0 22 * * 1-5\"\n  duration: 6h\n  timeZone: Europe/Berlin\n";
+        let file: ConfigLayer = serde_yaml_ng::from_str(yaml).unwrap();
+        let s = Settings::merge(ConfigLayer::default(), file.clone()).unwrap();
+        assert_eq!(s.drift_mode, DriftMode::Report);
+        assert!(!s.apply_windows.is_empty());
+        let flag = ConfigLayer { apply_windows: Some(vec!["0 22 * * 1-5;6h;Europe/Berln".parse().unwrap()]), ..Default::default() };
+        let e = Settings::merge(flag, file.clone()).unwrap_err().to_string();
+        assert!(e.contains("applyWindows") && e.contains("--apply-window") && e.contains("timeZone \"Europe/Berln\""), "{e}");
+        let e = Settings::validate(ConfigLayer { drift_mode: Some("ignore".into()), ..file }).unwrap_err().to_string();
+        assert!(e.contains("driftMode") && e.contains("--drift"), "{e}");
+        let e = serde_yaml_ng::from_str::<ConfigLayer>("applyWindows:\n- schedule: \"0 1 * * *\"\n  duration: 1h\n  zone: UTC\n").unwrap_err().to_string();
+        assert!(e.contains("zone"), "{e}");
     }
 }

@@ -9,14 +9,18 @@ pub mod admit;
 pub mod apply;
 pub mod cli;
 pub mod config;
+pub mod diff;
+pub mod drift;
 pub mod fetch;
 pub mod fleetsim;
+pub mod hold;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
 pub mod order;
 pub mod pipeline;
 pub mod plan;
+pub mod preview;
 pub mod private;
 pub mod prune;
 pub mod query;
@@ -33,6 +37,9 @@ pub mod targets;
 pub mod unpack;
 pub mod verify;
 pub mod wait;
+pub mod window;
+
+use std::io::Write;
 
 use clap::Parser;
 
@@ -49,6 +56,44 @@ fn init_logs(format: LogFormat) {
     }
 }
 
+/// What `release` did: the hold file's hold it removed (`None`: there was none).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Released {
+    /// The state directory.
+    pub state_dir: String,
+    /// The hold that was released.
+    pub released: Option<hold::Hold>,
+}
+
+/// `drover-agent plan`: prints the plan (or why it was refused); exit 0 nothing would
+/// change, 3 something would, 1 refused or would fail.
+async fn plan(args: cli::PlanArgs) -> anyhow::Result<i32> {
+    let cli::PlanArgs { config, settings, output } = args;
+    let file = match &config {
+        Some(p) => ConfigLayer::load(p)?,
+        None => ConfigLayer::default(),
+    };
+    let settings = Settings::merge(settings, file)?;
+    init_logs(settings.log_format);
+    Ok(match preview::plan(&settings).await? {
+        preview::Planned::Refused { stage, message } => {
+            let _ = writeln!(std::io::stderr(), "error: {stage}: {message}");
+            1
+        }
+        preview::Planned::Plan(p) => {
+            cli::emit(output, &p, || p.to_text())?;
+            if p.fails() {
+                1
+            } else if p.changes {
+                3
+            } else {
+                0
+            }
+        }
+    })
+}
+
 /// The whole program: parses the command line and runs it. Returns the exit code.
 pub fn main_entry() -> i32 {
     memory::limit_arenas();
@@ -57,8 +102,8 @@ pub fn main_entry() -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return 2;
+            let _ = writeln!(std::io::stderr(), "error: cannot start the runtime: {e}");
+            return 1;
         }
     };
     let result = rt.block_on(async move {
@@ -73,15 +118,49 @@ pub fn main_entry() -> i32 {
                 init_logs(settings.log_format);
                 run::run(settings, once).await
             }
-            Command::Status(q) => query::status(q).await.map(|_| 0),
-            Command::History(q) => query::history(q).await.map(|_| 0),
+            Command::Plan(args) => plan(*args).await,
+            Command::Status(q) => {
+                let st = query::status(&q).await?;
+                cli::emit(q.output, &st, || st.to_text())?;
+                Ok(0)
+            }
+            Command::History(q) => {
+                let h = query::history(&q).await?;
+                if let Some(n) = &h.notice {
+                    let _ = writeln!(std::io::stderr(), "note: {n}");
+                }
+                cli::emit(q.output, &h.attempts, || query::history_text(&h.attempts))?;
+                Ok(0)
+            }
+            Command::Hold(a) => {
+                let h = hold::hold(&a.state_dir, &a.reason)?;
+                cli::emit(a.output, &h, || {
+                    let dir = a.state_dir.display();
+                    format!(
+                        "held since {}: {}\nthe agent on {dir} applies nothing from its next poll on (it still polls, verifies and reports); `drover-agent release --state-dir {dir}` ends the hold\n",
+                        h.since, h.reason
+                    )
+                })?;
+                Ok(0)
+            }
+            Command::Release(a) => {
+                let r = Released { state_dir: a.state_dir.display().to_string(), released: hold::release(&a.state_dir)? };
+                cli::emit(a.output, &r, || match &r.released {
+                    Some(_) => format!("released: the agent on {} applies the newest verified bundle on its next poll\n", r.state_dir),
+                    None => format!("{} was not held by a hold file (a drover.dev/hold annotation is removed with kubectl)\n", r.state_dir),
+                })?;
+                Ok(0)
+            }
         }
     });
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            2
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            // Usage and configuration errors are 2; everything else failed (1).
+            let usage = e.downcast_ref::<config::ConfigError>().is_some()
+                || matches!(e.downcast_ref::<hold::HoldError>(), Some(hold::HoldError::NoStateDir(_) | hold::HoldError::Reason(_)));
+            if usage { 2 } else { 1 }
         }
     }
 }

@@ -26,6 +26,8 @@ pub struct Metrics {
     verification_failures: Family<Labels, Counter>,
     health: Family<Labels, Gauge>,
     leader: Gauge,
+    held: Gauge,
+    drifted: Gauge,
 }
 
 impl Default for Metrics {
@@ -50,6 +52,8 @@ impl Metrics {
             verification_failures: Family::default(),
             health: Family::default(),
             leader: Gauge::default(),
+            held: Gauge::default(),
+            drifted: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed)", m.polls.clone());
@@ -67,6 +71,16 @@ impl Metrics {
         registry.register("verification_failures", "Bundles refused, by reason", m.verification_failures.clone());
         registry.register("health", "Health of the applied state after the last apply (1 for the current state: Healthy, Progressing, Degraded)", m.health.clone());
         registry.register("leader", "1 when this agent leads its cluster or runs without leader election, 0 on standby", m.leader.clone());
+        registry.register(
+            "held",
+            "1 while the agent holds back new bundles: drover-agent hold or the drover.dev/hold annotation (it applies nothing), or outside its apply windows",
+            m.held.clone(),
+        );
+        registry.register(
+            "drifted_objects",
+            "Objects that differ from the applied bundle, found by the last resync with --drift report and left as they are",
+            m.drifted.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -98,6 +112,16 @@ impl Metrics {
     /// Sets the role: `single` or `leader` → 1, `standby` → 0.
     pub fn role(&self, role: &str) {
         self.leader.set(i64::from(role != "standby"));
+    }
+
+    /// Sets `drover_held` (1 while held).
+    pub fn held(&self, held: bool) {
+        self.held.set(i64::from(held));
+    }
+
+    /// Sets `drover_drifted_objects`.
+    pub fn drifted(&self, n: usize) {
+        self.drifted.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Counts object outcomes.

@@ -12,6 +12,8 @@ use std::time::Instant;
 use drover_proto::object::ObjectRef;
 use drover_proto::time::now_rfc3339;
 
+use crate::config::DriftMode;
+use crate::hold::{Gate, Held, Hold, HoldOrigin};
 use crate::metrics::Metrics;
 use crate::plan::Policy;
 use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
@@ -22,7 +24,7 @@ use crate::shared::Shared;
 use crate::stage::StageError;
 use crate::admit::Admission;
 use crate::verify::{Expectations, Trust};
-use crate::{apply, fetch, plan, prune, recall, resolve, unpack, wait};
+use crate::{apply, drift, fetch, plan, prune, recall, resolve, unpack, wait};
 
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +59,13 @@ pub struct Pipeline {
     pub shared: Arc<Shared>,
     /// Set while the target is being changed (SIGTERM then waits for the cycle).
     pub critical: Arc<AtomicBool>,
+    /// The hold gate, read on every poll ([`crate::hold`]); the run loop points it at the
+    /// state directory.
+    pub hold: Gate,
+    /// What a resync does about drift (`--drift`).
+    pub drift_mode: DriftMode,
+    /// The newest verified bundle not applied because of a hold: (digest, sequence).
+    waiting: Option<(String, u64)>,
     fingerprint: String,
     last_apply: Option<Instant>,
     rejected: Option<(String, &'static str)>,
@@ -97,6 +106,9 @@ impl Pipeline {
             health_timeout,
             shared,
             critical: Arc::new(AtomicBool::new(false)),
+            hold: Gate::default(),
+            drift_mode: DriftMode::Correct,
+            waiting: None,
             last_apply: None,
             rejected: None,
         }
@@ -124,6 +136,11 @@ impl Pipeline {
             }
         };
         let resync_due = self.last_apply.is_none_or(|t| t.elapsed() >= self.resync);
+        let hold = self.hold.check(self.target.as_ref(), &name).await;
+        if hold.is_none() {
+            self.waiting = None;
+        }
+        self.show_hold(hold.as_ref());
         let digest = match resolve::resolve(&mut self.source).await {
             Ok(d) => d,
             Err(e) => {
@@ -132,19 +149,22 @@ impl Pipeline {
                     if fetch::from_cache(self.store(), &name, &applied).ok().flatten().is_some() {
                         tracing::warn!("{}; re-applying the cached bundle {applied}", e.message());
                         let note = format!("source unreachable ({}); re-applied the cached bundle", e.message());
-                        let mut out = self.process(applied, state, Some(note)).await;
+                        let mut out = self.process(applied, state, Some(note), hold).await;
                         out.unreachable = true;
                         return out;
                     }
                 }
-                tracing::warn!("{}", e.message());
+                // `finish` logs the error (once).
                 self.finish(&state, Attempted { digest: String::new(), sequence: None, stage: "resolve", resync: false }, Err(e), Vec::new());
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: true };
             }
         };
         // The applied digest verified under another trust policy is re-verified now.
         let verified_now = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
-        if state.applied_digest.as_deref() == Some(digest.as_str()) && !resync_due && verified_now {
+        // While held, a due resync waits too (drift is left as it is); not for a closed
+        // apply window (drift correction is not restricted by windows).
+        let resync_held = hold.as_ref().is_some_and(Hold::blocks_resync);
+        if state.applied_digest.as_deref() == Some(digest.as_str()) && (!resync_due || resync_held) && verified_now {
             tracing::debug!("{digest} unchanged");
             self.shared.metrics.poll("Unchanged");
             self.shared.ready.store(true, Ordering::Relaxed);
@@ -160,6 +180,17 @@ impl Pipeline {
             });
             return CycleOutcome { result: AttemptResult::Unchanged, unreachable: false };
         }
+        if hold.is_some() && self.waiting.as_ref().is_some_and(|w| w.0 == digest) {
+            // Outside the apply windows the applied bundle is still resynced while the new
+            // one waits.
+            if let (true, Some(applied)) = (resync_due && !resync_held, state.applied_digest.clone()) {
+                return self.process(applied, state, None, hold).await;
+            }
+            // Verified already and still held: nothing new to check, nothing to apply.
+            self.shared.metrics.poll("Held");
+            self.publish(&state, |_| {});
+            return CycleOutcome { result: AttemptResult::Held, unreachable: false };
+        }
         if let Some((d, reason)) = &self.rejected {
             // A refused digest is not fetched again until resync, unless signatures may still arrive.
             if d == &digest && !resync_due && !matches!(*reason, "unsigned" | "signature") {
@@ -168,12 +199,57 @@ impl Pipeline {
                 return CycleOutcome { result: AttemptResult::Rejected, unreachable: false };
             }
         }
-        self.process(digest, state, None).await
+        self.process(digest, state, None, hold).await
+    }
+
+    /// Shows `hold` (with the waiting bundle) in status, metrics and the next report.
+    fn show_hold(&self, hold: Option<&Hold>) {
+        let held = hold.map(|h| Held::new(h.clone(), self.waiting.as_ref()));
+        self.shared.metrics.held(held.is_some());
+        crate::report::observe_hold(&self.shared.observed, held.as_ref());
+        self.shared.status.lock().expect("status lock").held = held;
+    }
+
+    /// The hook where a verified bundle (or a resync) would be applied while the agent is
+    /// held: nothing is applied; the bundle is remembered as waiting and the attempt
+    /// recorded (once per digest and reason).
+    fn held(&mut self, state: &SourceState, at: Attempted, hold: Hold, req: &ApplyRequest) -> CycleOutcome {
+        let what = if at.resync {
+            "the resync of the applied bundle is skipped (drift is not corrected)".to_string()
+        } else {
+            self.waiting = Some((req.digest.clone(), req.sequence));
+            let until = if hold.by == HoldOrigin::Window { "the next apply window" } else { "the release" };
+            format!("{} (sequence {}) is verified and waits for {until}", req.digest, req.sequence)
+        };
+        self.show_hold(Some(&hold));
+        tracing::info!(by = %hold.by, reason = %hold.reason, "held: {what}");
+        let summary = AttemptSummary {
+            digest: Some(at.digest.clone()),
+            sequence: at.sequence,
+            result: AttemptResult::Held,
+            reason: format!("held by {}: {}; {what}", hold.by, hold.reason),
+            at: now_rfc3339(),
+        };
+        let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
+        let attempt = (!repeat).then(|| Attempt {
+            id: 0,
+            source: state.source.clone(),
+            summary: summary.clone(),
+            stage: at.stage.into(),
+            resync: at.resync,
+            drift: 0,
+            pruned: 0,
+            prune_refused: false,
+            health: None,
+            objects: Vec::new(),
+            unhealthy: Vec::new(),
+        });
+        self.save(state, summary, attempt, AttemptResult::Held, false)
     }
 
     /// Runs fetch..record for `digest`, with the floor and inventory raised by the
     /// target's record ([`recall`]).
-    async fn process(&mut self, digest: String, state: SourceState, note: Option<String>) -> CycleOutcome {
+    async fn process(&mut self, digest: String, state: SourceState, note: Option<String>, hold: Option<Hold>) -> CycleOutcome {
         let (state, recall_note) = recall::recall(self.target.as_ref(), state).await;
         let notes: Vec<String> = note.into_iter().chain(recall_note).collect();
         let resync = state.applied_digest.as_deref() == Some(digest.as_str());
@@ -215,6 +291,14 @@ impl Pipeline {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
+        if let Some(h) = hold.filter(|h| h.blocks_resync() || !at.resync) {
+            at.stage = "hold";
+            return self.held(&state, at, h, &req);
+        }
+        if at.resync && self.drift_mode == DriftMode::Report {
+            at.stage = "drift";
+            return self.report_drift(req, state, at).await;
+        }
         at.stage = "apply";
         self.critical.store(true, Ordering::SeqCst);
         let out = self.change(req, state, at, allow_mass_prune, notes).await;
@@ -263,6 +347,9 @@ impl Pipeline {
         state.health = Some(health.health);
         self.shared.metrics.health(&health.health.to_string());
         state.inventory = pruned.inventory;
+        // The apply put every object back: nothing differs from the bundle any more.
+        state.drifted = Vec::new();
+        self.shared.metrics.drifted(0);
         if health.health != Health::Healthy {
             let detail: Vec<String> = health.objects.iter().take(5).map(|o| format!("{}: {}", o.object, o.message)).collect();
             reasons.push(format!("health {}: {}", health.health, detail.join("; ")));
@@ -278,6 +365,43 @@ impl Pipeline {
         self.last_apply = Some(Instant::now());
         self.shared.ready.store(true, Ordering::Relaxed);
         out
+    }
+
+    /// The resync of `--drift report`: asks the target what re-applying the applied bundle
+    /// would change and records the drifted objects, changing nothing ([`crate::drift`]).
+    async fn report_drift(&mut self, req: ApplyRequest, state: SourceState, at: Attempted) -> CycleOutcome {
+        let plans = match self.target.check_drift(&req).await {
+            Ok(p) => p,
+            Err(e) => return self.finish(&state, at, Err(StageError::Failed(format!("drift check of {}: {e}", req.digest))), Vec::new()),
+        };
+        let mut state = state;
+        state.drifted = drift::drifted(&plans, &state.drifted, &now_rfc3339());
+        state.policy_fingerprint = Some(self.fingerprint.clone());
+        let n = state.drifted.len();
+        self.shared.metrics.drifted(n);
+        let reason = drift::describe(&state.drifted);
+        if n > 0 {
+            tracing::warn!("{reason}");
+        }
+        let summary = AttemptSummary { digest: Some(req.digest.clone()), sequence: Some(req.sequence), result: AttemptResult::Unchanged, reason, at: now_rfc3339() };
+        // Recorded when what drifted changes, not on every resync.
+        let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
+        let attempt = (!repeat).then(|| Attempt {
+            id: 0,
+            source: state.source.clone(),
+            summary: summary.clone(),
+            stage: at.stage.into(),
+            resync: true,
+            drift: n,
+            pruned: 0,
+            prune_refused: false,
+            health: None,
+            objects: Vec::new(),
+            unhealthy: Vec::new(),
+        });
+        self.last_apply = Some(Instant::now());
+        self.shared.ready.store(true, Ordering::Relaxed);
+        self.save(&state, summary, attempt, AttemptResult::Unchanged, false)
     }
 
     /// Records a failed apply: nothing is pruned; objects it created join the inventory.

@@ -54,6 +54,9 @@ pub enum AttemptResult {
     Rejected,
     /// Something failed (registry, target); nothing that was applied is lost.
     Failed,
+    /// The agent is held ([`crate::hold`]): the verified bundle (or the due resync) was
+    /// not applied; nothing changed on the target.
+    Held,
 }
 
 impl std::fmt::Display for AttemptResult {
@@ -138,6 +141,10 @@ pub struct SourceState {
     pub inventory: Vec<ObjectRef>,
     /// The last attempt that was recorded.
     pub last_attempt: Option<AttemptSummary>,
+    /// Objects that differ from the applied bundle, found by the last resync in
+    /// `--drift report` mode and left as they are ([`crate::drift`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<crate::drift::DriftedObject>,
 }
 
 /// A verified bundle's blobs, for offline re-apply.

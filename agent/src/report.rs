@@ -42,6 +42,15 @@ pub struct Observed {
     pub objects: BTreeMap<String, u64>,
     /// Its first failing or unhealthy objects.
     pub failing: Vec<FailingObject>,
+    /// The hold in force, with the verified bundle waiting ([`observe_hold`]).
+    pub held: Option<crate::hold::Held>,
+    /// Objects reported drifted (`--drift report`).
+    pub drifted: usize,
+}
+
+/// The hook where the hold gate is read (every poll): keeps the hold for the next report.
+pub fn observe_hold(observed: &Mutex<Observed>, held: Option<&crate::hold::Held>) {
+    observed.lock().expect("observed lock").held = held.cloned();
 }
 
 /// The hook where attempts are recorded: keeps what the next report will say.
@@ -51,6 +60,7 @@ pub fn observe(observed: &Mutex<Observed>, state: &SourceState, attempt: Option<
     o.applied_sequence = state.applied_sequence;
     o.health = state.health;
     o.last_attempt = state.last_attempt.clone();
+    o.drifted = state.drifted.len();
     // Counts and failing objects change only with an attempt that reached the target.
     if let Some(a) = attempt.filter(|a| !a.objects.is_empty() || a.health.is_some()) {
         o.objects.clear();
@@ -145,6 +155,13 @@ impl Reporter {
             }),
             objects: obs.objects.clone(),
             failing: obs.failing.clone(),
+            held: obs.held.as_ref().map(|h| report::ReportHold {
+                reason: report::clip(&h.reason),
+                since: h.since.clone(),
+                waiting_digest: h.waiting_digest.clone(),
+                next_window: h.next_window.clone(),
+            }),
+            drifted_objects: (obs.drifted > 0).then_some(obs.drifted as u64),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             reported_at: now_rfc3339(),
         }

@@ -3,6 +3,7 @@
 //! source is unreachable, and on SIGTERM finish or abandon the current stage, flush
 //! the database and exit 0.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use drover_proto::registry::{RegistryClient, RegistryOptions};
 use drover_proto::trust::TrustPolicy;
 use rand::Rng;
 
-use crate::config::{Settings, TargetSpec};
+use crate::config::{Settings, TargetSpec, DEFAULT_LISTEN};
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::shared::Shared;
@@ -70,6 +71,27 @@ async fn terminated() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// Serves HTTP on `--listen` (default [`DEFAULT_LISTEN`]; a one-shot run only when
+/// `--listen` is given) and records the bound address in the state directory, so
+/// `drover-agent status --state-dir DIR` finds this agent. Returns the bound address.
+async fn serve_http(settings: &Settings, once: bool, shared: Arc<Shared>) -> anyhow::Result<Option<SocketAddr>> {
+    let wanted = match settings.listen {
+        Some(a) => a,
+        None if once => return Ok(None),
+        None => DEFAULT_LISTEN.parse().expect("the default listen address parses"),
+    };
+    let listener = tokio::net::TcpListener::bind(wanted).await.with_context(|| format!("cannot listen on {wanted} (--listen)"))?;
+    let bound = listener.local_addr().context("the bound listen address")?;
+    crate::query::write_endpoint(&settings.state_dir, bound);
+    let app = crate::serve::router(shared);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("HTTP server: {e}");
+        }
+    });
+    Ok(Some(bound))
+}
+
 /// Sets the agent's role (`single`, `leader`, `standby`) in `/status` and `/metrics`.
 fn set_role(shared: &Shared, role: &str) {
     shared.status.lock().expect("status lock").role = role.into();
@@ -88,23 +110,47 @@ fn reporter(settings: &Settings, client: &RegistryClient) -> anyhow::Result<Opti
     Ok(Some(r))
 }
 
+/// The trust policy of the settings.
+pub fn trust(settings: &Settings) -> anyhow::Result<Trust> {
+    if settings.insecure_skip_verify {
+        tracing::warn!("--insecure-skip-verify: bundles are applied WITHOUT signature verification");
+        return Ok(Trust::SkipInsecure);
+    }
+    Ok(Trust::Policy(TrustPolicy::from_files(&settings.trust_keys, settings.threshold).context("loading --trust-key")?))
+}
+
+/// The registry client of the settings.
+pub fn registry_client(settings: &Settings) -> anyhow::Result<RegistryClient> {
+    RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), ..Default::default() }).context("registry client")
+}
+
+/// The plan policy of the settings.
+pub fn policy(settings: &Settings) -> Policy {
+    Policy {
+        allowed_namespaces: settings.allowed_namespaces.clone(),
+        allowed_cluster_kinds: settings.allowed_cluster_kinds.clone(),
+        denied_kinds: settings.denied_kinds.clone(),
+    }
+}
+
 /// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
-    let trust = if settings.insecure_skip_verify {
-        tracing::warn!("--insecure-skip-verify: bundles are applied WITHOUT signature verification");
-        Trust::SkipInsecure
-    } else {
-        Trust::Policy(TrustPolicy::from_files(&settings.trust_keys, settings.threshold).context("loading --trust-key")?)
-    };
+    let trust = trust(&settings)?;
     if settings.expect_cluster_type.is_none() || settings.expect_environment.is_none() {
         tracing::warn!("no --expect-cluster-type/--expect-environment: a signed bundle for any cluster type or environment is accepted");
     }
     let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
-    let client = RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), ..Default::default() })
-        .context("registry client")?;
+    let client = registry_client(&settings)?;
     let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
     let target = open_target(&settings).await?;
-    let mut status = Status { source: settings.source.clone(), target: target.describe(), role: "single".into(), ..Default::default() };
+    let state_dir = std::fs::canonicalize(&settings.state_dir).unwrap_or_else(|_| settings.state_dir.clone());
+    let mut status = Status {
+        source: settings.source.clone(),
+        state_dir: state_dir.display().to_string(),
+        target: target.describe(),
+        role: "single".into(),
+        ..Default::default()
+    };
     let state = store.source(&settings.source)?;
     status.set_state(&state);
     let observed = Mutex::new(Observed::default());
@@ -113,30 +159,24 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed });
     let mut reporter = reporter(&settings, &client)?;
     set_role(&shared, "single");
-    let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("cannot listen on {} (--listen)", settings.listen))?;
-    let app = crate::serve::router(shared.clone());
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!("HTTP server: {e}");
-        }
-    });
-    tracing::info!(source = %settings.source, target = %target.describe(), listen = %settings.listen, "drover-agent started");
+    let listen = serve_http(&settings, once, shared.clone()).await?;
+    let listen_text = listen.map(|a| a.to_string()).unwrap_or_else(|| "-".into());
+    tracing::info!(source = %settings.source, target = %target.describe(), listen = %listen_text, "drover-agent started");
     let mut pipeline = Pipeline::new(
         source,
         target,
         trust,
         Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() },
-        Policy {
-            allowed_namespaces: settings.allowed_namespaces.clone(),
-            allowed_cluster_kinds: settings.allowed_cluster_kinds.clone(),
-            denied_kinds: settings.denied_kinds.clone(),
-        },
+        policy(&settings),
         settings.field_manager.clone(),
         settings.max_prune_ratio,
         settings.resync,
         settings.health_timeout,
         shared.clone(),
     );
+    pipeline.hold = crate::hold::Gate::new(&settings.state_dir).with_windows(settings.apply_windows.clone());
+    pipeline.drift_mode = settings.drift_mode;
+    shared.metrics.drifted(state.drifted.len());
     let critical = pipeline.critical.clone();
     let mut election = match &settings.leader_election {
         Some((namespace, name, duration)) => {
@@ -189,7 +229,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         }
         if once {
             break match out.result {
-                AttemptResult::Applied | AttemptResult::Unchanged if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
+                AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
                 _ => 1,
             };
         }
@@ -202,6 +242,9 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     };
     if let Some(el) = election {
         el.resign().await;
+    }
+    if listen.is_some() {
+        crate::query::remove_endpoint(&settings.state_dir);
     }
     store.flush().context("flushing the state database")?;
     tracing::info!("drover-agent stopped");

@@ -2,15 +2,27 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::drift::DriftedObject;
+use crate::hold::Held;
 use crate::record::{AttemptSummary, SourceState};
 use crate::targets::Health;
 
 /// What `status` reports. Field names are part of the interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Status {
     /// The polled source.
     pub source: String,
+    /// The agent's state directory (absolute): which agent this is.
+    pub state_dir: String,
+    /// The endpoint that answered (`drover-agent status` only; absent when read from the
+    /// state directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Why the answer was read from the state directory although an agent answered at
+    /// the endpoint (it serves another state directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     /// The target (`dir:/path`, `kube`).
     pub target: String,
     /// `single` (no leader election), `leader` or `standby`.
@@ -38,6 +50,14 @@ pub struct Status {
     pub last_poll_at: Option<String>,
     /// Registry errors in a row (backoff).
     pub consecutive_failures: u32,
+    /// Set while the agent is held (`drover-agent hold`, or the kube target's
+    /// `drover.dev/hold` annotation): why, since when, and the verified bundle waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
+    /// Objects that differ from the applied bundle and were left as they are
+    /// (`--drift report`): object, changed or missing, the drifted fields, since when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<DriftedObject>,
 }
 
 impl Status {
@@ -51,6 +71,7 @@ impl Status {
         self.health = s.health;
         self.inventory = s.inventory.len();
         self.last_attempt = s.last_attempt.clone();
+        self.drifted = s.drifted.clone();
     }
 
     /// Human-readable rendering.
@@ -58,19 +79,42 @@ impl Status {
         let mut out = String::new();
         let or_none = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
         out += &format!("source:        {}\n", self.source);
+        out += &format!("state dir:     {}\n", if self.state_dir.is_empty() { "-" } else { &self.state_dir });
         if !self.target.is_empty() {
             out += &format!("target:        {}\n", self.target);
         }
-        out += &format!(
-            "agent:         {}\n",
-            if self.agent_running { format!("running ({}, {})", self.role, if self.ready { "ready" } else { "not ready" }) } else { "not running (read from the state directory)".into() }
-        );
+        let agent = match (&self.endpoint, self.agent_running) {
+            (Some(e), true) => format!("running at {e} ({}, {})", self.role, if self.ready { "ready" } else { "not ready" }),
+            (None, true) => format!("running ({}, {})", self.role, if self.ready { "ready" } else { "not ready" }),
+            (_, false) => "not running (read from the state directory)".into(),
+        };
+        out += &format!("agent:         {agent}\n");
+        if let Some(n) = &self.notice {
+            out += &format!("note:          {n}\n");
+        }
         out += &format!(
             "applied:       {} sequence {} at {}\n",
             or_none(&self.applied_digest),
             self.applied_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
             or_none(&self.applied_at)
         );
+        if let Some(h) = &self.held {
+            out += &format!("held:          since {} by {}: {}\n", h.since, h.by, h.reason);
+            if let Some(d) = &h.waiting_digest {
+                let seq = h.waiting_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+                let when = if h.by == crate::hold::HoldOrigin::Window { "in the next apply window" } else { "on release" };
+                out += &format!("waiting:       {d} sequence {seq} (verified; applied {when})\n");
+            }
+            if let Some(n) = &h.next_window {
+                out += &format!("next window:   {n}\n");
+            }
+        }
+        if !self.drifted.is_empty() {
+            out += &format!("drifted:       {} object(s), reported and left as they are (--drift report)\n", self.drifted.len());
+            for d in &self.drifted {
+                out += &format!("  {} (since {})\n", crate::drift::one(d), d.since);
+            }
+        }
         out += &format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into()));
         out += &format!("inventory:     {} objects\n", self.inventory);
         if let Some(a) = &self.last_attempt {

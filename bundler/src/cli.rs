@@ -1,17 +1,25 @@
-//! The `drover` command line: parses arguments and dispatches to one module per command.
+//! The `drover` command line: parses arguments, runs one command module and prints the
+//! value it returns (table or `-o json`) through [`crate::output::emit`].
 
 use clap::{Parser, Subcommand};
 
 use crate::cmd;
-use crate::output::OutputFormat;
+use crate::cmd::fleet::FleetCommand;
+use crate::output::{emit, LogFormat, OutputFormat};
 
 /// drover: build, sign and ship desired-state bundles to fleets of clusters.
+///
+/// Exit codes: 0 ok, 1 refused or failed (`diff`: 1 when the sides differ, 2 on error),
+/// 2 usage. Logs go to stderr (DROVER_LOG, default info); results to stdout.
 #[derive(Debug, Parser)]
-#[command(name = "drover", version, about, long_about = None)]
+#[command(name = "drover", version)]
 pub struct Cli {
-    /// Output format.
+    /// Output format: a short table, or one JSON document (camelCase fields).
     #[arg(short = 'o', long = "output", global = true, value_enum, default_value = "table")]
     pub output: OutputFormat,
+    /// Log format on stderr (level: DROVER_LOG, default info).
+    #[arg(long, global = true, value_enum, default_value = "text", env = "DROVER_LOG_FORMAT")]
+    pub log_format: LogFormat,
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -30,15 +38,17 @@ pub enum Command {
     Push(cmd::push::Args),
     /// Render, build, sign and push every changed cluster type of an environment.
     Publish(cmd::publish::Args),
+    /// Show what revision each environment is at (the release records of `publish`).
+    Releases(cmd::releases::Args),
     /// Add a signature to an existing bundle.
     Sign(cmd::sign::Args),
     /// Verify a bundle's signatures against trusted keys.
     Verify(cmd::verify::Args),
-    /// Show what a bundle is and what it holds.
+    /// Show what a bundle (or a release record) is and what it holds.
     Inspect(cmd::inspect::Args),
     /// Download a bundle's objects into a directory.
     Pull(cmd::pull::Args),
-    /// Compare two bundles or directories object by object.
+    /// Compare two bundles or directories object by object (exit 1 when they differ).
     Diff(cmd::diff::Args),
     /// Point a channel tag at an already verified bundle.
     Promote(cmd::promote::Args),
@@ -52,40 +62,55 @@ pub enum Command {
     Fleet(cmd::fleet::Args),
 }
 
-/// Runs the CLI; returns the process exit code.
-pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "warn".into()))
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    match rt.block_on(run(cli)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logs(cli.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::output::error_line(&format!("cannot start the runtime: {e}"));
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    std::process::ExitCode::from(rt.block_on(run(cli)))
+}
+
+/// Runs one parsed command and prints its result; returns the exit code.
+pub async fn run(cli: Cli) -> u8 {
     let out = cli.output;
     match cli.command {
-        Command::Keygen(a) => cmd::keygen::run(a, out).await,
-        Command::Render(a) => cmd::render::run(a, out).await,
-        Command::Build(a) => cmd::build::run(a, out).await,
-        Command::Push(a) => cmd::push::run(a, out).await,
-        Command::Publish(a) => cmd::publish::run(a, out).await,
-        Command::Sign(a) => cmd::sign::run(a, out).await,
-        Command::Verify(a) => cmd::verify::run(a, out).await,
-        Command::Inspect(a) => cmd::inspect::run(a, out).await,
-        Command::Pull(a) => cmd::pull::run(a, out).await,
-        Command::Diff(a) => cmd::diff::run(a, out).await,
-        Command::Promote(a) => cmd::promote::run(a, out).await,
-        Command::Rollback(a) => cmd::rollback::run(a, out).await,
-        Command::Export(a) => cmd::export::run(a, out).await,
-        Command::Import(a) => cmd::import::run(a, out).await,
-        Command::Fleet(a) => cmd::fleet::run(a, out).await,
+        Command::Keygen(a) => emit(cmd::keygen::run(a).await, out),
+        Command::Render(a) => emit(cmd::render::run(a).await, out),
+        Command::Build(a) => emit(cmd::build::run(a).await, out),
+        Command::Push(a) => emit(cmd::push::run(a).await, out),
+        Command::Publish(a) => emit(cmd::publish::run(a).await, out),
+        Command::Releases(a) => emit(cmd::releases::run(a).await, out),
+        Command::Sign(a) => emit(cmd::sign::run(a).await, out),
+        Command::Verify(a) => emit(cmd::verify::run(a).await, out),
+        Command::Inspect(a) => emit(cmd::inspect::run(a).await, out),
+        Command::Pull(a) => emit(cmd::pull::run(a).await, out),
+        Command::Diff(a) => emit(cmd::diff::run(a).await, out),
+        Command::Promote(a) => emit(cmd::promote::run(a).await, out),
+        Command::Rollback(a) => emit(cmd::rollback::run(a).await, out),
+        Command::Export(a) => emit(cmd::export::run(a).await, out),
+        Command::Import(a) => emit(cmd::import::run(a).await, out),
+        Command::Fleet(a) => match a.command {
+            FleetCommand::Status(a) => emit(cmd::fleet::status::run(a).await, out),
+            FleetCommand::Wait(a) => emit(cmd::fleet::wait::run(a).await, out),
+            FleetCommand::View(a) => emit(cmd::fleet::view::run(a).await, out),
+        },
     }
 }

@@ -1,4 +1,9 @@
-//! Output formats shared by every command: a short human table or JSON (`-o json`).
+//! The printing layer: every command returns a [`Report`] (a serializable value plus its
+//! human rendering) and [`emit`] prints it as a table or JSON (`-o json`). Printing never
+//! panics: a closed stdout (`drover inspect REF | head -1`) ends the command quietly with
+//! the exit code it would have had (docs/bundle.md "Output").
+
+use std::io::Write;
 
 use serde::Serialize;
 
@@ -8,40 +13,145 @@ pub enum OutputFormat {
     /// A short human-readable table.
     #[default]
     Table,
-    /// One JSON document on stdout.
+    /// One JSON document on stdout (camelCase field names).
     Json,
 }
 
-/// Prints `value` as pretty JSON on stdout.
-pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+/// Log line format on stderr (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
-/// Prints rows as an aligned table with a header line.
-pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(cell.chars().count());
+/// What a command returns: the `-o json` document (camelCase fields) and its table.
+pub trait Report: Serialize {
+    /// Writes the human-readable rendering (tables and short lines) into `out`.
+    fn write_text(&self, out: &mut Text);
+
+    /// Why the command refused, when the result itself is a refusal (printed on stderr as
+    /// `error: ...` after the report; the exit code is then 1).
+    fn failure(&self) -> Option<String> {
+        None
+    }
+
+    /// The exit code: 0, or 1 with a [`Report::failure`].
+    fn exit_code(&self) -> u8 {
+        u8::from(self.failure().is_some())
+    }
+
+    /// The exit code when the command fails with an error (1; `diff` uses 2, as diff(1)).
+    const ERROR_EXIT: u8 = 1;
+}
+
+/// Prints the outcome of a command and returns its exit code: the report as a table or
+/// JSON on stdout (then its failure, if any, on stderr), or `error: ...` on stderr.
+pub fn emit<R: Report>(result: anyhow::Result<R>, format: OutputFormat) -> u8 {
+    match result {
+        Ok(report) => {
+            let text = match format {
+                OutputFormat::Json => match serde_json::to_string_pretty(&report) {
+                    Ok(s) => s + "\n",
+                    Err(e) => {
+                        error_line(&format!("cannot write the result as JSON: {e}"));
+                        return R::ERROR_EXIT;
+                    }
+                },
+                OutputFormat::Table => {
+                    let mut t = Text::default();
+                    report.write_text(&mut t);
+                    t.0
+                }
+            };
+            if let Err(e) = write_stdout(&text) {
+                error_line(&format!("writing the result to stdout: {e}"));
+                return R::ERROR_EXIT;
             }
+            if let Some(why) = report.failure() {
+                error_line(&why);
+            }
+            report.exit_code()
+        }
+        Err(e) => {
+            error_line(&format!("{e:#}"));
+            R::ERROR_EXIT
         }
     }
-    let line = |cells: Vec<&str>| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{:<w$}  ", c, w = widths[i]));
+}
+
+/// Writes `text` to stdout. A reader that went away (broken pipe) is not an error: the
+/// output was not wanted any more.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Prints `error: MESSAGE` on stderr (never panics, even when stderr is closed).
+pub fn error_line(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+}
+
+/// Prints `warning: MESSAGE` on stderr (never panics, even when stderr is closed).
+pub fn warn(message: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+}
+
+/// Prints a progress or status line on stderr (never panics, even when stderr is closed).
+pub fn note(message: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
+}
+
+/// The human rendering of a report, built in memory and printed by [`emit`].
+#[derive(Debug, Default)]
+pub struct Text(pub String);
+
+impl Text {
+    /// One line.
+    pub fn line(&mut self, s: impl AsRef<str>) {
+        self.0.push_str(s.as_ref());
+        self.0.push('\n');
+    }
+
+    /// An aligned table with a header line.
+    pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) {
+        let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+        for row in rows {
+            for (i, cell) in row.iter().enumerate() {
+                if i < widths.len() {
+                    widths[i] = widths[i].max(cell.chars().count());
+                }
             }
         }
-        println!("{}", s.trim_end());
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
+        let mut line = |cells: Vec<&str>| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                if i + 1 == cells.len() {
+                    s.push_str(c);
+                } else {
+                    s.push_str(&format!("{:<w$}  ", c, w = widths[i]));
+                }
+            }
+            self.line(s.trim_end());
+        };
+        line(header.to_vec());
+        for row in rows {
+            line(row.iter().map(String::as_str).collect());
+        }
+    }
+}
+
+/// `-` for an empty value.
+pub fn dash(s: &str) -> String {
+    if s.is_empty() {
+        "-".to_string()
+    } else {
+        s.to_string()
     }
 }
 
@@ -93,4 +203,16 @@ pub fn progress_bar(len: usize) -> indicatif::ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut t = Text::default();
+        t.table(&["A", "BB"], &[vec!["long".into(), "x".into()]]);
+        assert_eq!(t.0, "A     BB\nlong  x\n");
+    }
 }

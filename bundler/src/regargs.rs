@@ -14,8 +14,9 @@ use drover_proto::{Reference, RegistryClient, RegistryOptions, RegistryRef};
 /// `--registry-timeout`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RegistryArgs {
-    /// Talk plain HTTP to the registry (as oras --plain-http).
-    #[arg(long)]
+    /// Talk plain HTTP to the registry (as oras --plain-http); also DROVER_PLAIN_HTTP=true,
+    /// as for drover-agent.
+    #[arg(long, env = "DROVER_PLAIN_HTTP")]
     pub plain_http: bool,
     /// Extra CA certificate(s) (PEM) to trust for the registry's TLS, besides the system's.
     #[arg(long, value_name = "PEM")]

@@ -22,8 +22,13 @@ pub fn open_reference(
     writable: bool,
 ) -> anyhow::Result<(Repo, Option<String>, drover_proto::Reference)> {
     let parsed = drover_proto::Reference::parse(reference)?;
-    if writable && matches!(parsed, drover_proto::Reference::Archive { .. }) {
-        anyhow::bail!("{reference}: an oci-archive cannot be changed in place; import it into a registry with `drover import`, or write an oci: layout");
+    if let (true, drover_proto::Reference::Archive { file, name }) = (writable, &parsed) {
+        let (file, name) = (file.display(), name.as_deref().unwrap_or("REPOSITORY:TAG"));
+        anyhow::bail!(
+            "{reference}: an oci-archive cannot be changed in place. Extract it into a layout and work there: \
+             `mkdir DIR && tar -xf {file} -C DIR`, then use oci:DIR:{name} (`drover export oci:DIR:{name} --out {file}` \
+             writes the archive again); or import it into a registry first (`drover import {file} --to REGISTRY/PREFIX --trust-key PUB`)"
+        );
     }
     let (repo, lookup) = Repo::open(&parsed, client, false).with_context(|| format!("opening {reference}"))?;
     Ok((repo, lookup, parsed))

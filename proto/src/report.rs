@@ -105,6 +105,23 @@ pub fn clip(s: &str) -> String {
     out
 }
 
+/// A hold on the agent (`drover-agent hold`, or the `drover.dev/hold` annotation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportHold {
+    /// The operator's reason, at most [`MAX_MESSAGE`] characters.
+    pub reason: String,
+    /// Since when (RFC 3339).
+    pub since: String,
+    /// The newest verified digest waiting for the release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_digest: Option<String>,
+    /// When the next apply window opens (RFC 3339), while the agent's apply windows are
+    /// closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
+}
+
 /// What an agent says about its cluster. Field names are part of the interface.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -140,6 +157,13 @@ pub struct Report {
     /// The first failing or unhealthy objects (at most [`MAX_FAILING`]).
     #[serde(default)]
     pub failing: Vec<FailingObject>,
+    /// Set while the agent is held by its cluster's operator (it applies nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<ReportHold>,
+    /// Objects that differ from the applied bundle and were left as they are (the agent
+    /// runs with `--drift report`); absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drifted_objects: Option<u64>,
     /// The agent's version.
     #[serde(default)]
     pub agent_version: String,
@@ -426,6 +450,8 @@ mod tests {
             last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: None, at: "2026-01-02T03:04:05Z".into() }),
             objects: BTreeMap::from([("created".into(), 3)]),
             failing: vec![],
+            held: None,
+            drifted_objects: None,
             agent_version: "0.1.0".into(),
             reported_at: "2026-01-02T03:09:05Z".into(),
         }

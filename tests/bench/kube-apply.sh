@@ -2,7 +2,10 @@
 # Bench: apply a 1,000-object bundle to the FAKE API server with drover-agent
 # (--apply-concurrency 8, the default, vs 1) and with `kubectl apply --server-side`,
 # plus the agent's peak RSS. Each run starts a fresh fake-apiserver (so every object is
-# created), and a second agent run re-applies the same bundle (everything unchanged).
+# created), and a second agent run re-applies the same bundle (a resync: everything
+# unchanged). Every pass prints the API requests it made (the fake's request counts): a
+# resync of an unchanged cluster makes no write and one LIST per kind and namespace
+# (plus pages of 500), where `kubectl apply --server-side` PATCHes every object.
 #
 #   tests/bench/kube-apply.sh [N_OBJECTS] [PROFILE] [PATCH_LATENCY_MS]   # defaults: 1000 release 0
 #
@@ -46,15 +49,28 @@ DROVER_KEY_PASSWORD= "$BIN/drover" keygen --out-dir "$W/keys" >/dev/null
 REF=127.0.0.1:$RP/bench/edge:prod
 DROVER_KEY_PASSWORD= "$BIN/drover" push "$W/in" "$REF" --plain-http --key "$W/keys/drover.key" --sequence 1 >/dev/null
 
-fake() { # starts a fresh fake API server, sets KC
+counts_reset() { curl -fs -X DELETE "$URL/fake/request-counts" >/dev/null; }
+counts() { # one line: the requests since counts_reset, per verb, writes first
+  curl -fs "$URL/fake/request-counts" | python3 -c '
+import json, sys
+by = {}
+for r in json.load(sys.stdin):
+    by[r["verb"]] = by.get(r["verb"], 0) + r["count"]
+writes = sum(by.get(v, 0) for v in ("CREATE", "UPDATE", "PATCH", "DELETE", "DELETECOLLECTION"))
+print("writes %d (%s)" % (writes, ", ".join("%s %d" % kv for kv in sorted(by.items()))))'
+}
+
+fake() { # starts a fresh fake API server, sets KC and URL
   local out=$W/fake-$1
   "$BIN/fake-apiserver" --kubeconfig-out "$out.kc" >"$out.out" 2>"$out.err" &
   for _ in $(seq 100); do grep -q ready "$out.out" 2>/dev/null && break; sleep 0.05; done
   KC=$out.kc
+  URL=$(grep -o 'server: .*' "$KC" | cut -d' ' -f2)
+  # The agent's namespace, where its state record lives (deploy/kubernetes creates it).
+  curl -fs -X POST "$URL/api/v1/namespaces" -H 'Content-Type: application/json' \
+    -d '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"drover-system"}}' >/dev/null
   if ((LATENCY > 0)); then
-    local url
-    url=$(grep -o 'server: .*' "$KC" | cut -d' ' -f2)
-    curl -fs -X POST "$url/fake/errors" -H 'Content-Type: application/json' \
+    curl -fs -X POST "$URL/fake/errors" -H 'Content-Type: application/json' \
       -d "{\"method\":\"PATCH\",\"path\":\"*\",\"code\":0,\"delayMs\":$LATENCY,\"times\":1000000}" >/dev/null
   fi
 }
@@ -62,17 +78,21 @@ fake() { # starts a fresh fake API server, sets KC
 agent() { # label concurrency
   local label=$1 c=$2 state=$W/state-$1
   fake "$label"
-  for pass in create reapply; do
+  for pass in create resync; do
     local t0 t1
+    counts_reset
     t0=$(now)
-    KUBECONFIG=$KC /usr/bin/time -f "%M" -o "$W/rss" "$BIN/drover-agent" run --once --target kube --source "$REF" --plain-http \
+    KUBECONFIG=$KC /usr/bin/time -f "%M %U %S" -o "$W/rss" "$BIN/drover-agent" run --once --target kube --source "$REF" --plain-http \
       --trust-key "$W/keys/drover.pub" --state-dir "$state" --listen 127.0.0.1:0 --resync 0s --apply-concurrency "$c" --log-format json \
       2>"$W/agent-$label-$pass.log"
     t1=$(now)
     local apply_ms
     apply_ms=$(grep -o 'applied order group.*' "$W/agent-$label-$pass.log" | grep -o '"ms":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)
-    printf '%-28s %-8s total %6.2f s   apply stage %6.2f s   peak RSS %6.1f MiB\n' "drover-agent c=$c" "$pass" \
-      "$(echo "$t1 - $t0" | bc)" "$(echo "scale=2; $apply_ms / 1000" | bc)" "$(echo "scale=1; $(cat "$W/rss") / 1024" | bc)"
+    local rss user sys cpu
+    read -r rss user sys <"$W/rss"
+    cpu=$(echo "$user + $sys" | bc)
+    printf '%-28s %-7s total %5.2f s  apply stage %5.2f s  agent CPU %5.2f s  peak RSS %5.1f MiB  %s\n' "drover-agent c=$c" "$pass" \
+      "$(echo "$t1 - $t0" | bc)" "$(echo "scale=2; $apply_ms / 1000" | bc)" "$cpu" "$(echo "scale=1; $rss / 1024" | bc)" "$(counts)"
   done
 }
 
@@ -80,11 +100,10 @@ echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, PATC
 agent c8 8
 agent c1 1
 fake kubectl
-t0=$(now)
-kubectl --kubeconfig "$KC" --cache-dir "$W/kcache" apply --server-side --field-manager drover-bench -f "$W/in/all.yaml" >/dev/null
-t1=$(now)
-printf '%-28s %-8s total %6.2f s\n' "kubectl apply --server-side" create "$(echo "$t1 - $t0" | bc)"
-t0=$(now)
-kubectl --kubeconfig "$KC" --cache-dir "$W/kcache" apply --server-side --field-manager drover-bench -f "$W/in/all.yaml" >/dev/null
-t1=$(now)
-printf '%-28s %-8s total %6.2f s\n' "kubectl apply --server-side" reapply "$(echo "$t1 - $t0" | bc)"
+for pass in create reapply; do
+  counts_reset
+  t0=$(now)
+  kubectl --kubeconfig "$KC" --cache-dir "$W/kcache" apply --server-side --field-manager drover-bench -f "$W/in/all.yaml" >/dev/null
+  t1=$(now)
+  printf '%-28s %-7s total %5.2f s  %s\n' "kubectl apply --server-side" "$pass" "$(echo "$t1 - $t0" | bc)" "$(counts)"
+done

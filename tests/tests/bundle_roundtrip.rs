@@ -188,7 +188,7 @@ fn push_with_key_signs_before_moving_the_channel() {
     .json();
     let digest = p["digest"].as_str().unwrap();
     assert!(
-        p["signature"]["signatureReference"].as_str().or(p["signature"]["signature_reference"].as_str()).unwrap().contains(".sig"),
+        p["signature"]["signatureReference"].as_str().unwrap().contains(".sig"),
         "{p}"
     );
     let v = run("drover", &["verify", &target, "--trust-key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);

@@ -120,7 +120,7 @@ fn command_help(words: &[String]) -> (String, Out) {
     let mut out = help(&path);
     for next in &words[1..] {
         let listed = out.stdout.split("Commands:").nth(1).is_some_and(|cmds| {
-            cmds.lines().any(|l| l.trim_start().split_whitespace().next() == Some(next.as_str()))
+            cmds.lines().any(|l| l.split_whitespace().next() == Some(next.as_str()))
         });
         if !listed {
             break;

@@ -163,7 +163,7 @@ fn export_carries_the_reports_out_and_the_page_is_drawn_offline() {
     let out = f.drover(&["-o", "json", "export", &repo, "--out", archive.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stderr.contains("no signature"), "reports are not bundles: no signature warning: {}", out.stderr);
-    let exported: Vec<String> = out.json()["bundles"].as_array().unwrap().iter().map(|b| b["ref_name"].as_str().unwrap().to_string()).collect();
+    let exported: Vec<String> = out.json()["bundles"].as_array().unwrap().iter().map(|b| b["refName"].as_str().unwrap().to_string()).collect();
     assert_eq!(exported, ["fleet/drover-reports:cloud.k1", "fleet/drover-reports:edge.e1"]);
     reg.stop();
     // Offline: the archive alone.

@@ -75,7 +75,7 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = verify(&dst, &[&public], 1);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(out.json()["matched"][0]["docker_reference"], reg.reference("fleet/edge"));
+    assert_eq!(out.json()["matched"][0]["dockerReference"], reg.reference("fleet/edge"));
 }
 
 #[test]

@@ -100,7 +100,7 @@ fn tampered_signatures_are_refused_with_a_reason() {
     write_sig(&reg, "fleet/edge", &d, vec![layer(&key, &sigmanifest::payload("elsewhere.example/fleet/edge", &d))]);
     let out = verify(&reg.reference(&format!("fleet/edge@{d}")), &[&public], 1);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(out.json()["matched"][0]["docker_reference"], "elsewhere.example/fleet/edge");
+    assert_eq!(out.json()["matched"][0]["dockerReference"], "elsewhere.example/fleet/edge");
 }
 
 #[test]

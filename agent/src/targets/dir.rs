@@ -21,7 +21,8 @@ use drover_proto::object::ObjectRef;
 use crate::private;
 
 use super::{
-    Action, ApplyReport, ApplyRequest, BoxFuture, HealthReport, ObjectOutcome, PruneReport, PruneRequest, Target, TargetError,
+    Action, ApplyReport, ApplyRequest, BoxFuture, HealthReport, ObjectOutcome, ObjectPlan, PlanAction, PruneReport, PruneRequest, Target,
+    TargetError,
 };
 
 const TREE: &str = "manifests";
@@ -53,6 +54,12 @@ impl DirTarget {
             private::tighten(&tree).map_err(|e| io_err(&tree, e))?;
         }
         Ok(t)
+    }
+
+    /// The directory as it is, for reading only (`drover-agent plan`): nothing is
+    /// created, repaired or tightened.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        DirTarget { root: root.into() }
     }
 
     fn tree(&self) -> PathBuf {
@@ -177,29 +184,38 @@ impl DirTarget {
         Ok(PruneReport { outcomes })
     }
 
-    fn prune_one(&self, id: &ObjectRef, source: &str) -> ObjectOutcome {
+    /// The file prune may delete for `id`, or the outcome that says why not.
+    fn prune_verdict(&self, id: &ObjectRef, source: &str) -> Result<PathBuf, (Action, String)> {
         let Some(rel) = Self::safe_rel(&id.bundle_path()) else {
-            return ObjectOutcome::with(id.clone(), Action::Refused, "unsafe path");
+            return Err((Action::Refused, "unsafe path".into()));
         };
         let file = self.root.join(&rel);
         let data = match fs::read(&file) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return ObjectOutcome::with(id.clone(), Action::Kept, "already gone");
+                return Err((Action::Kept, "already gone".into()));
             }
-            Err(e) => return ObjectOutcome::with(id.clone(), Action::Failed, format!("{}: {e}", file.display())),
+            Err(e) => return Err((Action::Failed, format!("{}: {e}", file.display()))),
         };
         if let Ok(v) = drover_proto::bundle::parse_single_object(&data) {
             let ann = |k: &str| v.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(|x| x.as_str()).map(str::to_string);
             if ann(media::ANN_OBJ_PRUNE).as_deref() == Some("disabled") {
-                return ObjectOutcome::with(id.clone(), Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE));
+                return Err((Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE)));
             }
             if let Some(owner) = ann(media::ANN_OBJ_SOURCE) {
                 if owner != source {
-                    return ObjectOutcome::with(id.clone(), Action::Refused, format!("owned by source {owner}"));
+                    return Err((Action::Refused, format!("owned by source {owner}")));
                 }
             }
         }
+        Ok(file)
+    }
+
+    fn prune_one(&self, id: &ObjectRef, source: &str) -> ObjectOutcome {
+        let file = match self.prune_verdict(id, source) {
+            Ok(f) => f,
+            Err((action, message)) => return ObjectOutcome::with(id.clone(), action, message),
+        };
         match fs::remove_file(&file) {
             Ok(()) => {
                 remove_empty_parents(&file, &self.tree());
@@ -207,6 +223,51 @@ impl DirTarget {
             }
             Err(e) => ObjectOutcome::with(id.clone(), Action::Failed, format!("{}: {e}", file.display())),
         }
+    }
+}
+
+impl DirTarget {
+    /// `plan`: per object, what apply would do to its file (an update with the changed
+    /// fields of the parsed YAML; a file that does not parse is replaced as a whole).
+    fn plan_apply_sync(&self, req: &ApplyRequest) -> Vec<ObjectPlan> {
+        let mut out = Vec::new();
+        for obj in req.objects() {
+            let id = obj.id.clone();
+            let Some(rel) = Self::safe_rel(&obj.path) else {
+                out.push(ObjectPlan::with(id, PlanAction::Failed, format!("unsafe path {:?}", obj.path)));
+                continue;
+            };
+            let file = self.root.join(&rel);
+            let entry = match fs::read(&file) {
+                Ok(cur) if cur == obj.yaml.as_slice() => ObjectPlan::with(id, PlanAction::Unchanged, ""),
+                Ok(cur) => {
+                    let parse = |b: &[u8]| drover_proto::bundle::parse_single_object(b).ok();
+                    let diff = match (parse(&cur), parse(&obj.yaml)) {
+                        (Some(b), Some(a)) => crate::diff::diff(&b, &a),
+                        (b, a) => vec![crate::diff::FieldChange { path: String::new(), before: b.or(Some(String::from_utf8_lossy(&cur).into())), after: a }],
+                    };
+                    let message = if diff.is_empty() { "same fields, different bytes (formatting)".to_string() } else { String::new() };
+                    ObjectPlan { object: id, action: PlanAction::Update, message, diff }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => ObjectPlan::with(id, PlanAction::Create, ""),
+                Err(e) => ObjectPlan::with(id, PlanAction::Failed, format!("{}: {e}", file.display())),
+            };
+            out.push(entry);
+        }
+        out
+    }
+
+    /// `plan`: per object, what prune would do.
+    fn plan_prune_sync(&self, req: &PruneRequest) -> Vec<ObjectPlan> {
+        req.delete
+            .iter()
+            .map(|id| match self.prune_verdict(id, &req.source) {
+                Ok(_) => ObjectPlan::with(id.clone(), PlanAction::Prune, ""),
+                Err((_, m)) if m == "already gone" => ObjectPlan::with(id.clone(), PlanAction::Unchanged, m),
+                Err((Action::Failed, m)) => ObjectPlan::with(id.clone(), PlanAction::Failed, m),
+                Err((_, m)) => ObjectPlan::with(id.clone(), PlanAction::PruneRefused, m),
+            })
+            .collect()
     }
 }
 
@@ -258,6 +319,14 @@ impl Target for DirTarget {
 
     fn prune<'a>(&'a self, req: &'a PruneRequest) -> BoxFuture<'a, Result<PruneReport, TargetError>> {
         Box::pin(async move { self.prune_sync(req) })
+    }
+
+    fn plan_apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        Box::pin(async move { Ok(self.plan_apply_sync(req)) })
+    }
+
+    fn plan_prune<'a>(&'a self, req: &'a PruneRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        Box::pin(async move { Ok(self.plan_prune_sync(req)) })
     }
 }
 

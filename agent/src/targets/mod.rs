@@ -295,6 +295,67 @@ pub struct TargetRecord {
     pub inventory: Vec<ObjectRef>,
 }
 
+/// What applying (or pruning) would do to one object (`drover-agent plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PlanAction {
+    /// Does not exist: would be created.
+    Create,
+    /// Exists and would change (see the diff).
+    Update,
+    /// Exists as desired: nothing would change.
+    Unchanged,
+    /// Not in the new bundle: would be deleted.
+    Prune,
+    /// Not in the new bundle but would not be deleted (safety valve, ownership,
+    /// `drover.dev/prune: disabled`, a Namespace holding other objects).
+    PruneRefused,
+    /// Belongs to another drover source: would not be applied.
+    Conflict,
+    /// Would fail (the API server refused the dry run, an unsafe path).
+    Failed,
+}
+
+impl PlanAction {
+    /// True when the target would change.
+    pub fn changes(self) -> bool {
+        matches!(self, PlanAction::Create | PlanAction::Update | PlanAction::Prune)
+    }
+}
+
+/// What would happen to one object, with the changed fields of an update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectPlan {
+    /// The object.
+    pub object: ObjectRef,
+    /// What would happen.
+    pub action: PlanAction,
+    /// Why (refusals, failures, notes); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The changed fields of an update.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<crate::diff::FieldChange>,
+}
+
+impl ObjectPlan {
+    /// A plan entry with a message.
+    pub fn with(object: ObjectRef, action: PlanAction, message: impl Into<String>) -> Self {
+        ObjectPlan { object, action, message: message.into(), diff: Vec::new() }
+    }
+}
+
+/// A hold the target keeps (the kube target: the `drover.dev/hold` annotation on the
+/// agent's state ConfigMap, see [`crate::hold`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TargetHold {
+    /// The operator's reason (the annotation's value).
+    pub reason: String,
+    /// Since when (RFC 3339), when the target can tell.
+    pub since: Option<String>,
+}
+
 /// What deleting one Namespace would take with it (prune safety).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamespaceContents {
@@ -370,6 +431,34 @@ pub trait Target: Send + Sync {
     fn read_record<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetRecord>, TargetError>> {
         let _ = source;
         Box::pin(async { Ok(None) })
+    }
+
+    /// The operator's hold on `source` kept on the target, `Ok(None)` when there is none.
+    /// Read on every poll ([`crate::hold::Gate`]). Default: the target keeps no hold.
+    fn read_hold<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetHold>, TargetError>> {
+        let _ = source;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// What [`Target::apply`] of `req` would do, per object, changing nothing (the kube
+    /// target asks the API server with a server-side dry run).
+    fn plan_apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        let _ = req;
+        Box::pin(async move { Err(TargetError::Unavailable(format!("{} cannot plan", self.describe()))) })
+    }
+
+    /// What [`Target::prune`] of `req` would do, per object ([`PlanAction::Prune`] or
+    /// [`PlanAction::PruneRefused`]), changing nothing.
+    fn plan_prune<'a>(&'a self, req: &'a PruneRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        let _ = req;
+        Box::pin(async move { Err(TargetError::Unavailable(format!("{} cannot plan", self.describe()))) })
+    }
+
+    /// What re-applying `req` (the applied bundle, on a resync) would change, per object,
+    /// changing nothing: the resync of `--drift report` ([`crate::drift`]). An
+    /// [`PlanAction::Update`] carries the drifted fields. Default: [`Target::plan_apply`].
+    fn check_drift<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        self.plan_apply(req)
     }
 
     /// Stores `record` (after a recorded apply). Default: nothing is kept.

@@ -10,7 +10,7 @@ use drover_proto::{time, Reference, Repo};
 use serde::Serialize;
 
 use crate::input::{load_dir, Loaded};
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{warn, Report, Text};
 
 /// The flags that describe a bundle (shared by `build` and `push`).
 #[derive(Debug, Clone, clap::Args)]
@@ -24,7 +24,7 @@ pub struct BundleArgs {
     #[arg(long, default_value = "")]
     pub cluster_type: String,
     /// Environment this bundle is for (config `environment`).
-    #[arg(long, default_value = "")]
+    #[arg(long = "env", visible_alias = "environment", value_name = "ENV", default_value = "")]
     pub environment: String,
     /// Source repository URL (annotation org.opencontainers.image.source).
     #[arg(long, default_value = "")]
@@ -68,7 +68,7 @@ impl BundleArgs {
             (None, None) => None,
         };
         if !self.environment.is_empty() && !drover_proto::reference::valid_tag(&self.environment) {
-            anyhow::bail!("--environment {:?} must be usable as a tag (letters, digits, '_', '.', '-')", self.environment);
+            anyhow::bail!("--env {:?} must be usable as a tag (letters, digits, '_', '.', '-')", self.environment);
         }
         Ok(BundleMeta {
             cluster_type: self.cluster_type.clone(),
@@ -84,9 +84,10 @@ impl BundleArgs {
     /// Reads the input directory (objects and warnings; warnings are printed).
     pub fn load(&self) -> anyhow::Result<Loaded> {
         let start = std::time::Instant::now();
+        refuse_render_output(&self.dir)?;
         let loaded = load_dir(&self.dir, &self.cluster_scoped_kinds).context("reading the input")?;
         for w in &loaded.warnings {
-            eprintln!("warning: {w}");
+            warn(w);
         }
         tracing::debug!(files = loaded.files, objects = loaded.objects.len(), read_ms = start.elapsed().as_millis() as u64, "read the input");
         Ok(loaded)
@@ -106,17 +107,20 @@ impl BundleArgs {
 pub struct Args {
     #[command(flatten)]
     bundle: BundleArgs,
-    /// Where to write: oci:LAYOUT[:TAG] (created if missing; TAG becomes the ref name).
+    /// Where to write: oci:LAYOUT[:TAG], an OCI layout directory (created if missing;
+    /// TAG becomes the ref name; without it the manifest is stored untagged and named
+    /// oci:LAYOUT@sha256:...).
     #[arg(long, value_name = "oci:LAYOUT[:TAG]")]
     out: String,
 }
 
-/// What `build` and `push` print.
+/// What `build` and `push` return.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Summary {
     /// Manifest digest.
     pub digest: String,
-    /// Where the bundle was written (with the digest when pushed to a registry).
+    /// Where the bundle was written, with its digest.
     pub reference: String,
     /// Number of objects.
     pub objects: usize,
@@ -129,33 +133,58 @@ pub struct Summary {
     pub signature: Option<drover_proto::trust::sign::SignatureInfo>,
 }
 
-/// Prints a summary as JSON or a short table.
-pub fn print_summary(s: &Summary, out: OutputFormat) -> anyhow::Result<()> {
-    match out {
-        OutputFormat::Json => print_json(s),
-        OutputFormat::Table => {
-            let mut rows = vec![vec![s.reference.clone(), s.digest.clone(), s.objects.to_string(), s.sequence.to_string()]];
-            for t in s.tags.iter().skip(1) {
-                rows.push(vec![format!("  tag {t}"), String::new(), String::new(), String::new()]);
-            }
-            print_table(&["REFERENCE", "DIGEST", "OBJECTS", "SEQUENCE"], &rows);
-            if let Some(sig) = &s.signature {
-                println!("signed: {} (key {})", sig.signature_reference, &sig.key_fingerprint[..16.min(sig.key_fingerprint.len())]);
-            }
-            Ok(())
+impl Report for Summary {
+    fn write_text(&self, out: &mut Text) {
+        let mut rows = vec![vec![self.reference.clone(), self.digest.clone(), self.objects.to_string(), self.sequence.to_string()]];
+        for t in self.tags.iter().skip(1) {
+            rows.push(vec![format!("  tag {t}"), String::new(), String::new(), String::new()]);
+        }
+        out.table(&["REFERENCE", "DIGEST", "OBJECTS", "SEQUENCE"], &rows);
+        if let Some(sig) = &self.signature {
+            out.line(format!("signed: {} (key {})", sig.signature_reference, &sig.key_fingerprint[..16.min(sig.key_fingerprint.len())]));
         }
     }
 }
 
+/// Refuses the output of `drover render` (one directory per cluster type): building it
+/// whole would mix every cluster type into one bundle.
+fn refuse_render_output(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.join("manifests").is_dir() {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    let mut types: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().join("manifests").is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    types.sort();
+    if types.len() < 2 {
+        return Ok(());
+    }
+    let first = dir.join(&types[0]);
+    anyhow::bail!(
+        "{} holds `drover render` output for {} cluster types ({}); a bundle is one cluster type: build {} (one directory per cluster type)",
+        dir.display(),
+        types.len(),
+        types.join(", "),
+        first.display()
+    )
+}
+
 /// Runs `drover build`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let reference = Reference::parse(&args.out)?;
+pub async fn run(args: Args) -> anyhow::Result<Summary> {
+    let reference = parse_out(&args.out)?;
     let Reference::Layout { dir, name } = &reference else {
-        anyhow::bail!("--out must be an OCI layout, oci:DIR[:TAG] (to push to a registry use `drover push DIR REF`)");
+        anyhow::bail!("--out {}: build writes an OCI layout, oci:DIR[:TAG] (to push to a registry use `drover push DIR REF`)", args.out);
     };
     if let Some(n) = name {
         let tag = n.rsplit_once(':').map(|(_, t)| t).unwrap_or(n);
-        anyhow::ensure!(drover_proto::reference::valid_tag(tag), "--out {}: {tag:?} is not a valid tag", args.out);
+        anyhow::ensure!(
+            drover_proto::reference::valid_tag(tag),
+            "--out {}: {tag:?} is not a valid tag; build writes oci:DIR or oci:DIR:TAG",
+            args.out
+        );
     }
     if let Ok(mut entries) = std::fs::read_dir(dir) {
         anyhow::ensure!(
@@ -170,15 +199,26 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let (repo, tag) = Repo::open(&reference, &client, true).with_context(|| format!("opening {}", dir.display()))?;
     let tags: Vec<&str> = tag.as_deref().into_iter().collect();
     let digest = repo.push_bundle(&built.bundle, &tags).await.with_context(|| format!("writing {}", args.out))?;
-    let summary = Summary {
+    Ok(Summary {
+        // Tagged: as given; untagged: the name every command reads it by.
+        reference: if tag.is_some() { args.out.clone() } else { repo.describe(&digest) },
         digest,
-        reference: args.out.clone(),
         objects: built.loaded.objects.len(),
         tags: tags.iter().map(|t| t.to_string()).collect(),
         sequence: built.bundle.config_doc.sequence,
         signature: None,
-    };
-    print_summary(&summary, out)
+    })
+}
+
+/// Parses `--out`, explaining the one accepted form when it is something else.
+fn parse_out(out: &str) -> anyhow::Result<Reference> {
+    if out.starts_with("oci:") || out.starts_with("oci-archive:") {
+        return Ok(Reference::parse(out)?);
+    }
+    match Reference::parse(out) {
+        Ok(_) => anyhow::bail!("--out {out}: build writes an OCI layout, oci:DIR[:TAG]; to push to a registry use `drover push DIR {out}`"),
+        Err(_) => anyhow::bail!("--out {out}: build writes an OCI layout directory: write --out oci:{out} (or oci:{out}:TAG to tag it)"),
+    }
 }
 
 /// Parses RFC 3339 (any offset) or Unix seconds; returns RFC 3339 in UTC, whole seconds

@@ -1,9 +1,8 @@
 //! `drover diff A B`: compares two bundles or directories of YAML object by object
 //! (identity = group, kind, namespace, name) and prints a unified diff of each changed
-//! object. Exit code: 0 equal, 1 different, 2 error (as diff(1)).
+//! object. Exit code: 0 equal, 1 different, 2 error (as diff(1)); the report carries it.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
@@ -11,7 +10,7 @@ use drover_proto::object::ObjectRef;
 use serde::Serialize;
 
 use crate::input::{canonical_yaml, load_dir};
-use crate::output::{print_json, OutputFormat};
+use crate::output::{warn, Report, Text};
 use crate::regargs::RegistryArgs;
 
 /// Arguments of `drover diff`.
@@ -39,48 +38,80 @@ struct Side {
     objects: BTreeMap<Key, (ObjectRef, String)>,
 }
 
-#[derive(Serialize)]
-struct Changed {
-    object: ObjectRef,
-    diff: String,
+/// One object present on both sides with different content.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changed {
+    /// The object (as on the new side).
+    pub object: ObjectRef,
+    /// Unified diff of the canonical YAML.
+    pub diff: String,
 }
 
-#[derive(Serialize)]
-struct Report {
-    a: String,
-    b: String,
-    equal: bool,
-    added: Vec<ObjectRef>,
-    removed: Vec<ObjectRef>,
-    changed: Vec<Changed>,
-    unchanged: usize,
+/// What `diff` found.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffReport {
+    /// Old side as given.
+    pub a: String,
+    /// New side as given.
+    pub b: String,
+    /// True when both sides hold the same objects with the same content.
+    pub equal: bool,
+    /// Objects only on the new side.
+    pub added: Vec<ObjectRef>,
+    /// Objects only on the old side.
+    pub removed: Vec<ObjectRef>,
+    /// Objects on both sides with different content.
+    pub changed: Vec<Changed>,
+    /// Number of objects on both sides with the same content.
+    pub unchanged: usize,
 }
 
-/// Runs `drover diff`; exits 1 when the sides differ, 2 on error.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    match compare(&args).await {
-        Ok(report) => {
-            let printed = print(&report, out);
-            let _ = std::io::stdout().flush();
-            if let Err(e) = printed {
-                eprintln!("error: {e:#}");
-                std::process::exit(2);
-            }
-            std::process::exit(if report.equal { 0 } else { 1 });
+impl Report for DiffReport {
+    fn write_text(&self, out: &mut Text) {
+        for id in &self.added {
+            out.line(format!("added    {id}"));
         }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::exit(2);
+        for id in &self.removed {
+            out.line(format!("removed  {id}"));
+        }
+        for c in &self.changed {
+            out.line(format!("changed  {}", c.object));
+        }
+        out.line(format!(
+            "{} added, {} removed, {} changed, {} unchanged",
+            self.added.len(),
+            self.removed.len(),
+            self.changed.len(),
+            self.unchanged
+        ));
+        for c in &self.changed {
+            out.line("");
+            out.0.push_str(&c.diff);
         }
     }
+
+    /// As diff(1): 0 equal, 1 different.
+    fn exit_code(&self) -> u8 {
+        u8::from(!self.equal)
+    }
+
+    /// As diff(1): 2 when the comparison could not be made.
+    const ERROR_EXIT: u8 = 2;
 }
 
-async fn compare(args: &Args) -> anyhow::Result<Report> {
+/// Runs `drover diff`: the report (exit 1 when the sides differ, 2 on error).
+pub async fn run(args: Args) -> anyhow::Result<DiffReport> {
+    compare(&args).await
+}
+
+async fn compare(args: &Args) -> anyhow::Result<DiffReport> {
     let client = args.registry.client_for(&[&args.a, &args.b])?;
     let a = load_side(&args.a, args, &client).await?;
     let b = load_side(&args.b, args, &client).await?;
     let mut report =
-        Report { a: a.label.clone(), b: b.label.clone(), equal: true, added: vec![], removed: vec![], changed: vec![], unchanged: 0 };
+        DiffReport { a: a.label.clone(), b: b.label.clone(), equal: true, added: vec![], removed: vec![], changed: vec![], unchanged: 0 };
     for (k, (id, ya)) in &a.objects {
         match b.objects.get(k) {
             None => report.removed.push(id.clone()),
@@ -112,7 +143,7 @@ async fn load_side(arg: &str, args: &Args, client: &drover_proto::RegistryClient
     if !is_ref && Path::new(arg).is_dir() {
         let loaded = load_dir(Path::new(arg), &args.cluster_scoped_kinds).with_context(|| format!("reading {arg}"))?;
         for w in &loaded.warnings {
-            eprintln!("warning: {w}");
+            warn(w);
         }
         for (id, yaml) in loaded.objects {
             let text = String::from_utf8(yaml).context("canonical YAML is UTF-8")?;
@@ -130,26 +161,4 @@ async fn load_side(arg: &str, args: &Args, client: &drover_proto::RegistryClient
         }
     }
     Ok(Side { label: arg.to_string(), objects })
-}
-
-fn print(r: &Report, out: OutputFormat) -> anyhow::Result<()> {
-    if out == OutputFormat::Json {
-        return print_json(r);
-    }
-    let mut s = std::io::stdout().lock();
-    for id in &r.added {
-        writeln!(s, "added    {id}")?;
-    }
-    for id in &r.removed {
-        writeln!(s, "removed  {id}")?;
-    }
-    for c in &r.changed {
-        writeln!(s, "changed  {}", c.object)?;
-    }
-    writeln!(s, "{} added, {} removed, {} changed, {} unchanged", r.added.len(), r.removed.len(), r.changed.len(), r.unchanged)?;
-    for c in &r.changed {
-        writeln!(s)?;
-        write!(s, "{}", c.diff)?;
-    }
-    Ok(())
 }

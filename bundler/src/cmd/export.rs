@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use drover_proto::digest::signature_tag;
+use drover_proto::digest::{is_valid_digest, signature_tag};
 use drover_proto::layout::Layout;
 use drover_proto::manifest::Manifest;
 use drover_proto::{media, Reference, Repo};
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, progress_bar, OutputFormat};
+use crate::output::{progress_bar, warn, Report, Text};
 use crate::regargs::RegistryArgs;
 
 /// Largest blob export copies (bundles are far smaller; this bounds memory).
@@ -38,28 +38,60 @@ pub struct Args {
     registry: RegistryArgs,
 }
 
-#[derive(Serialize)]
-struct Exported {
-    reference: String,
-    ref_name: String,
-    digest: String,
-    signed: bool,
-    signature_layers: usize,
+/// One bundle written into the archive.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Exported {
+    /// The reference as given.
+    pub reference: String,
+    /// Its name in the archive, `<repository>:<tag>`.
+    pub ref_name: String,
+    /// Manifest digest.
+    pub digest: String,
+    /// True when its signature manifest was copied too.
+    pub signed: bool,
+    /// Signature layers copied.
+    pub signature_layers: usize,
     /// A fleet report (never signed), not a bundle.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    report: bool,
+    pub report: bool,
 }
 
-#[derive(Serialize)]
-struct Report {
-    out: String,
-    sha256: String,
-    bundles: Vec<Exported>,
-    blobs: usize,
+/// What `export` wrote.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportReport {
+    /// The archive written.
+    pub out: String,
+    /// Hex sha256 of the archive (carry it across with the file).
+    pub sha256: String,
+    /// Every bundle in it.
+    pub bundles: Vec<Exported>,
+    /// Number of blobs in it.
+    pub blobs: usize,
+}
+
+impl Report for ExportReport {
+    fn write_text(&self, out: &mut Text) {
+        let rows: Vec<Vec<String>> = self
+            .bundles
+            .iter()
+            .map(|b| {
+                let sig = match (b.report, b.signed) {
+                    (true, _) => "- (fleet report)".into(),
+                    (false, true) => format!("{} layer(s)", b.signature_layers),
+                    (false, false) => "UNSIGNED".into(),
+                };
+                vec![b.ref_name.clone(), b.digest.clone(), sig]
+            })
+            .collect();
+        out.table(&["REF NAME", "DIGEST", "SIGNATURE"], &rows);
+        out.line(format!("wrote {} ({} blobs, sha256:{})", self.out, self.blobs, self.sha256));
+    }
 }
 
 /// Runs `drover export`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ExportReport> {
     let client = args.registry.client_for(&args.references)?;
     // Parse everything first: a typo in the last reference must not cost a long copy.
     let mut sources = Vec::new();
@@ -76,9 +108,14 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
                 }
                 continue;
             }
-            (Reference::Registry(_), _) => {
-                anyhow::bail!("{r}: export needs a tag (without @digest), e.g. {r}:prod, or the repository alone for all its tags; the tags are kept in the archive")
-            }
+            (Reference::Registry(rr), _) => anyhow::bail!(
+                "{r}: export needs a tag (without @digest), e.g. {}:TAG, or the repository alone for all its tags; the tags are kept in the archive",
+                rr.repository_url()
+            ),
+            (_, Some(t)) if is_valid_digest(&t) => anyhow::bail!(
+                "{r}: the archive names every bundle <repository>:<tag>, and this one has neither; tag the verified digest first, \
+                 e.g. `drover promote {r} oci:DIR:fleet/edge:prod --trust-key drover.pub`, then export oci:DIR:fleet/edge:prod"
+            ),
             (_, Some(t)) => t,
             (_, None) => anyhow::bail!("{r}: name the manifest, oci:DIR:<repository>:<tag>"),
         };
@@ -108,30 +145,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     drover_proto::ocitar::write(staging.path(), &args.out).with_context(|| format!("writing {}", args.out.display()))?;
     let blobs = std::fs::read_dir(staging.path().join("blobs/sha256")).map(|d| d.count()).unwrap_or(0);
     let sha256 = file_sha256(&args.out)?;
-    let report = Report { out: args.out.display().to_string(), sha256, bundles: exported, blobs };
-    match out {
-        OutputFormat::Json => print_json(&report),
-        OutputFormat::Table => {
-            let rows: Vec<Vec<String>> = report
-                .bundles
-                .iter()
-                .map(|b| {
-                    vec![
-                        b.ref_name.clone(),
-                        b.digest.clone(),
-                        match (b.report, b.signed) {
-                            (true, _) => "- (fleet report)".into(),
-                            (false, true) => format!("{} layer(s)", b.signature_layers),
-                            (false, false) => "UNSIGNED".into(),
-                        },
-                    ]
-                })
-                .collect();
-            print_table(&["REF NAME", "DIGEST", "SIGNATURE"], &rows);
-            println!("wrote {} ({} blobs, sha256:{})", report.out, report.blobs, report.sha256);
-            Ok(())
-        }
-    }
+    Ok(ExportReport { out: args.out.display().to_string(), sha256, bundles: exported, blobs })
 }
 
 /// Every tag of a repository except signature tags, sorted; refuses an empty repository.
@@ -163,7 +177,7 @@ async fn export_one(src: &(String, Repo, String, String), layout: &Layout, bar: 
         Err(e) => return Err(e).with_context(|| format!("looking up the signature {}", repo.describe(&sig_tag))),
     };
     if !signed {
-        eprintln!("warning: {r} ({digest}) has no signature; importing it with --key will be refused");
+        warn(format_args!("{r} ({digest}) has no signature; importing it with --trust-key will be refused"));
     }
     bar.inc(1);
     Ok(Exported { reference: r.clone(), ref_name, digest, signed, signature_layers, report: false })

@@ -18,7 +18,7 @@ use drover_proto::{media, RegistryRef, Repo};
 use futures::StreamExt;
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, progress_bar, OutputFormat};
+use crate::output::{progress_bar, warn, Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::trustargs::TrustArgs;
 
@@ -57,22 +57,46 @@ struct Entry {
     item: Item,
 }
 
-#[derive(Serialize)]
+/// One manifest of the archive and what was done with it.
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Imported {
-    reference: String,
+pub struct Imported {
+    /// Its destination, `DEST:TAG`.
+    pub reference: String,
+    /// What was done.
     #[serde(flatten)]
-    decision: Decision,
+    pub decision: Decision,
 }
 
-#[derive(Serialize)]
+/// What `import` did.
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Report {
-    to: String,
-    verified: bool,
-    manifests: Vec<Imported>,
-    blobs_uploaded: usize,
-    blobs_present: usize,
+pub struct ImportReport {
+    /// `--to` as given (without a trailing `/`).
+    pub to: String,
+    /// True when every bundle was verified against `--trust-key`.
+    pub verified: bool,
+    /// Every manifest of the archive.
+    pub manifests: Vec<Imported>,
+    /// Blobs pushed.
+    pub blobs_uploaded: usize,
+    /// Blobs the registry already had.
+    pub blobs_present: usize,
+}
+
+impl Report for ImportReport {
+    fn write_text(&self, out: &mut Text) {
+        let rows: Vec<Vec<String>> = self
+            .manifests
+            .iter()
+            .map(|m| {
+                let action = serde_json::to_value(m.decision.action).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+                vec![m.reference.clone(), m.decision.digest.clone(), action, if m.decision.verified { "yes".into() } else { "-".into() }]
+            })
+            .collect();
+        out.table(&["REFERENCE", "DIGEST", "ACTION", "VERIFIED"], &rows);
+        out.line(format!("blobs: {} uploaded, {} already present", self.blobs_uploaded, self.blobs_present));
+    }
 }
 
 /// Maps an archive repository (`fleet/edge`) to its destination under `to`.
@@ -84,12 +108,12 @@ pub fn destination(to: &str, repository: &str) -> String {
 }
 
 /// Runs `drover import`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ImportReport> {
     let policy = args.trust.optional_policy()?;
     let to = args.to.trim_end_matches('/').to_string();
     RegistryRef::parse(&format!("{to}/x")).with_context(|| format!("--to {:?} must be HOST[:PORT][/PREFIX]", args.to))?;
     if policy.is_none() {
-        eprintln!("warning: no --trust-key: bundles are imported WITHOUT verifying who signed them (malformed signature layers are still dropped); pass --trust-key drover.pub");
+        warn("no --trust-key: bundles are imported WITHOUT verifying who signed them (malformed signature layers are still dropped); pass --trust-key drover.pub");
     }
     let client = args.registry.client_for(&[&args.to])?;
 
@@ -157,7 +181,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     .await;
     bar.finish_and_clear();
     drop(tmp);
-    let mut report = Report { to: to.clone(), verified: policy.is_some(), manifests: vec![], blobs_uploaded: 0, blobs_present: 0 };
+    let mut report = ImportReport { to: to.clone(), verified: policy.is_some(), manifests: vec![], blobs_uploaded: 0, blobs_present: 0 };
     for w in written {
         let (dest, decisions, up) = w?;
         report.blobs_uploaded += up.uploaded;
@@ -165,25 +189,10 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
         report.manifests.extend(decisions.into_iter().map(|d| Imported { reference: format!("{dest}:{}", d.tag), decision: d }));
     }
     report.manifests.sort_by(|a, b| a.reference.cmp(&b.reference));
-    match out {
-        OutputFormat::Json => print_json(&report),
-        OutputFormat::Table => {
-            let rows: Vec<Vec<String>> = report
-                .manifests
-                .iter()
-                .map(|m| {
-                    let action = serde_json::to_value(m.decision.action).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-                    vec![m.reference.clone(), m.decision.digest.clone(), action, if m.decision.verified { "yes".into() } else { "-".into() }]
-                })
-                .collect();
-            print_table(&["REFERENCE", "DIGEST", "ACTION", "VERIFIED"], &rows);
-            for m in report.manifests.iter().filter(|m| !m.decision.dropped_layers.is_empty()) {
-                eprintln!("warning: {}: signature layers left out: {}", m.reference, m.decision.dropped_layers.join("; "));
-            }
-            println!("blobs: {} uploaded, {} already present", report.blobs_uploaded, report.blobs_present);
-            Ok(())
-        }
+    for m in report.manifests.iter().filter(|m| !m.decision.dropped_layers.is_empty()) {
+        warn(format_args!("{}: signature layers left out: {}", m.reference, m.decision.dropped_layers.join("; ")));
     }
+    Ok(report)
 }
 
 /// Reads the index: every manifest must have a `<repository>:<tag>` ref name, parse, and

@@ -9,7 +9,7 @@ use anyhow::Context;
 use drover_proto::keys::{password_from_env, PrivateKey, COSIGN_PASSWORD_ENV, PASSWORD_ENV};
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{warn, Report, Text};
 
 /// Arguments of `drover keygen`.
 #[derive(Debug, clap::Args)]
@@ -22,12 +22,27 @@ pub struct Args {
     pub force: bool,
 }
 
-#[derive(Serialize)]
-struct Report {
-    private_key: String,
-    public_key: String,
-    fingerprint: String,
-    encrypted_with_empty_password: bool,
+/// What `keygen` wrote.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeygenReport {
+    /// The private key file (mode 0600).
+    pub private_key: String,
+    /// The public key file (mode 0644): give it to verifiers with `--trust-key`.
+    pub public_key: String,
+    /// Hex sha256 of the public key's DER SubjectPublicKeyInfo.
+    pub fingerprint: String,
+    /// True when no password was set (DROVER_KEY_PASSWORD / COSIGN_PASSWORD).
+    pub encrypted_with_empty_password: bool,
+}
+
+impl Report for KeygenReport {
+    fn write_text(&self, out: &mut Text) {
+        out.table(
+            &["PRIVATE KEY", "PUBLIC KEY", "FINGERPRINT"],
+            &[vec![self.private_key.clone(), self.public_key.clone(), self.fingerprint.clone()]],
+        );
+    }
 }
 
 /// Writes `data` to `path` with exactly `mode`, via a temporary file and rename.
@@ -49,7 +64,7 @@ fn write_with_mode(path: &Path, data: &[u8], mode: u32) -> anyhow::Result<()> {
 }
 
 /// Runs `drover keygen`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<KeygenReport> {
     let key_path = args.out_dir.join("drover.key");
     let pub_path = args.out_dir.join("drover.pub");
     if !args.force {
@@ -67,20 +82,12 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     write_with_mode(&key_path, encrypted.as_bytes(), 0o600)?;
     write_with_mode(&pub_path, public.as_bytes(), 0o644)?;
     if password.is_empty() {
-        eprintln!("warning: {} is encrypted with an empty password (set {PASSWORD_ENV} or {COSIGN_PASSWORD_ENV})", key_path.display());
+        warn(format_args!("{} is encrypted with an empty password (set {PASSWORD_ENV} or {COSIGN_PASSWORD_ENV})", key_path.display()));
     }
-    let report = Report {
+    Ok(KeygenReport {
         private_key: key_path.display().to_string(),
         public_key: pub_path.display().to_string(),
         fingerprint: key.public_key().fingerprint().to_string(),
         encrypted_with_empty_password: password.is_empty(),
-    };
-    match out {
-        OutputFormat::Json => print_json(&report)?,
-        OutputFormat::Table => print_table(
-            &["PRIVATE KEY", "PUBLIC KEY", "FINGERPRINT"],
-            &[vec![report.private_key, report.public_key, report.fingerprint]],
-        ),
-    }
-    Ok(())
+    })
 }

@@ -1,4 +1,5 @@
-//! One module per `drover` command: each has its `Args` and an async `run`.
+//! One module per `drover` command: each has its `Args` and an async `run` that returns
+//! a report (`crate::output::Report`); `cli.rs` prints it.
 pub mod keygen;
 pub mod render;
 pub mod build;
@@ -13,4 +14,5 @@ pub mod promote;
 pub mod rollback;
 pub mod export;
 pub mod import;
+pub mod releases;
 pub mod fleet;

@@ -5,13 +5,15 @@
 //! `--require-healthy` the health gate (`crate::fleet::gate`) must pass first.
 
 use anyhow::Context;
-use drover_proto::channel::promote::{promote, verified_source};
+use drover_proto::channel::promote::{promote, verified_source, Promoted};
+use serde::Serialize;
 use drover_proto::digest::is_valid_digest;
 use drover_proto::reference::valid_tag;
 use drover_proto::{Reference, Repo};
 
 use crate::cmd::fleet::args::{channel_of, gate, GateArgs};
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::fleet::gate::Verdict;
+use crate::output::{note, warn, Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::open_reference;
 use crate::trustargs::TrustArgs;
@@ -36,7 +38,7 @@ pub struct Args {
 }
 
 /// Runs `drover promote`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
     let policy = args.trust.policy()?;
     let client = args.registry.client_for(&[&args.source, &args.destination])?;
     let (src, src_lookup, _) = open_reference(&args.source, &client, false)?;
@@ -68,12 +70,10 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             let head = verified_source(&src, &src_lookup, &policy).await.with_context(|| format!("promoting {} (nothing moved)", args.source))?;
             let v = gate(&args.gate, &rule, &args.source, &channel, &head.digest, &head.config, &client).await?;
             if !v.passed {
-                if out == OutputFormat::Json {
-                    print_json(&serde_json::json!({ "promoted": false, "gate": v }))?;
-                }
-                anyhow::bail!("refusing to promote {} to {destination} (nothing moved): {}", args.source, v.describe());
+                let refused = format!("refusing to promote {} to {destination} (nothing moved): {}", args.source, v.describe());
+                return Ok(PromoteReport { source: args.source, destination, promoted: false, moved: None, gate: Some(v), refused: Some(refused) });
             }
-            eprintln!("health gate passed: {}", v.describe());
+            note(format_args!("health gate passed: {}", v.describe()));
             verdict = Some(v);
             head.digest
         }
@@ -82,28 +82,53 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let done = promote(&src, &src_lookup, &dst, &dst_tag, &policy)
         .await
         .with_context(|| format!("promoting {} to {destination} (nothing moved)", args.source))?;
-    match out {
-        OutputFormat::Json => {
-            let mut doc = serde_json::to_value(&done)?;
-            doc["source"] = serde_json::json!(args.source);
-            doc["destination"] = serde_json::json!(destination);
-            if let Some(v) = &verdict {
-                doc["gate"] = serde_json::to_value(v)?;
+    if let Some(note) = &done.untrusted_previous {
+        warn(format_args!("{note}; replaced it"));
+    }
+    Ok(PromoteReport { source: args.source, destination, promoted: true, moved: Some(done), gate: verdict, refused: None })
+}
+
+/// What `promote` did (or why the health gate refused it).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromoteReport {
+    /// The source as given.
+    pub source: String,
+    /// The destination tag, in full.
+    pub destination: String,
+    /// False when the health gate refused (nothing moved).
+    pub promoted: bool,
+    /// What moved (digest, sequence, previous, copies); absent when nothing moved.
+    #[serde(flatten)]
+    pub moved: Option<Promoted>,
+    /// The health gate's verdict (`--require-healthy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Verdict>,
+    /// Why nothing moved (the gate did not pass).
+    #[serde(skip)]
+    pub refused: Option<String>,
+}
+
+impl Report for PromoteReport {
+    fn failure(&self) -> Option<String> {
+        self.refused.clone()
+    }
+
+    fn write_text(&self, out: &mut Text) {
+        let Some(done) = &self.moved else {
+            if let Some(v) = &self.gate {
+                crate::cmd::fleet::wait::write_verdict(v, out);
             }
-            print_json(&doc)?
-        }
-        OutputFormat::Table => print_table(
+            return;
+        };
+        out.table(
             &["DESTINATION", "DIGEST", "SEQUENCE", "PREVIOUS"],
             &[vec![
-                destination,
+                self.destination.clone(),
                 done.digest.clone(),
                 done.sequence.to_string(),
                 done.previous.as_ref().map(|p| format!("{} (sequence {})", p.digest, p.sequence)).unwrap_or_else(|| "-".into()),
             ]],
-        ),
+        );
     }
-    if let Some(note) = &done.untrusted_previous {
-        eprintln!("warning: {note}; replaced it");
-    }
-    Ok(())
 }

@@ -16,10 +16,10 @@ use drover_proto::{RegistryClient, RegistryRef, Repo};
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{warn, Report, Text};
 use crate::platform::{par_map, Platform, RenderedType};
 use crate::regargs::RegistryArgs;
-use crate::release::{self, ReleaseRecord, ReleasedBundle, RELEASES_REPOSITORY};
+use crate::release::{self, RecordResult, ReleaseRecord, ReleasedBundle, RELEASES_REPOSITORY};
 use crate::signing::load_signing_key;
 
 /// Arguments of `drover publish`.
@@ -28,7 +28,7 @@ pub struct Args {
     /// The platform directory (with fleet.yaml).
     pub platform: PathBuf,
     /// The environment to publish (one of fleet.yaml spec.environments).
-    #[arg(long)]
+    #[arg(long, visible_alias = "environment")]
     pub env: String,
     /// Repository prefix: bundles go to PREFIX/<cluster-type>, records to PREFIX/drover-releases.
     #[arg(long, value_name = "PREFIX")]
@@ -77,6 +77,45 @@ pub struct TypeResult {
     pub objects: usize,
     /// The bundle's sequence.
     pub sequence: u64,
+}
+
+/// What `publish` did.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishReport {
+    /// The environment published.
+    pub environment: String,
+    /// The platform revision.
+    pub revision: String,
+    /// One entry per cluster type.
+    pub results: Vec<TypeResult>,
+    /// The signed release record left in `PREFIX/drover-releases`.
+    pub release_record: RecordResult,
+    /// True when `--skip-promotion-gate` was used (written into the record).
+    pub gate_skipped: bool,
+}
+
+impl Report for PublishReport {
+    fn write_text(&self, out: &mut Text) {
+        let rows: Vec<Vec<String>> = self
+            .results
+            .iter()
+            .map(|r| {
+                let status = if r.changed { "changed" } else { "unchanged" };
+                vec![r.cluster_type.clone(), r.digest.clone(), status.into(), r.objects.to_string()]
+            })
+            .collect();
+        out.table(&["CLUSTER TYPE", "DIGEST", "STATUS", "OBJECTS"], &rows);
+        let changed = self.results.iter().filter(|r| r.changed).count();
+        out.line(format!(
+            "{} at {}: {changed} changed, {} unchanged; release record {} ({})",
+            self.environment,
+            self.revision,
+            self.results.len() - changed,
+            self.release_record.reference,
+            if self.release_record.pushed { "pushed" } else { "unchanged" }
+        ));
+    }
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
@@ -130,7 +169,7 @@ async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult
     .await
     .with_context(|| format!("publishing {reference}"))?;
     if let Some(note) = &published.untrusted_previous {
-        eprintln!("warning: {note}; replaced it with our own bundle");
+        warn(format_args!("{note}; replaced it with our own bundle"));
     }
     Ok(TypeResult {
         cluster_type: t.clone(),
@@ -143,7 +182,7 @@ async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult
 }
 
 /// Runs `drover publish`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
     let platform = Platform::load(&args.platform)?;
     platform.check_environment(&args.env)?;
     let revision = match &args.revision {
@@ -178,7 +217,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let rendered = tokio::task::block_in_place(|| platform.render(&args.env, None))?;
     for t in &rendered {
         for w in &t.warnings {
-            eprintln!("warning: {w}");
+            warn(w);
         }
     }
     let empty: Vec<&str> = rendered.iter().filter(|t| t.workloads.is_empty()).map(|t| t.name.as_str()).collect();
@@ -205,7 +244,10 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     // The promotion gate, before anything is written.
     let gate_skipped = args.skip_promotion_gate;
     if gate_skipped {
-        eprintln!("warning: --skip-promotion-gate: publishing {} at {revision} without checking the previous environment; the release record says so", args.env);
+        warn(format_args!(
+            "--skip-promotion-gate: publishing {} at {revision} without checking the previous environment; the release record says so",
+            args.env
+        ));
     } else {
         release::check_gate(&releases, &platform.environments, &args.env, &revision, &policy).await?;
     }
@@ -252,36 +294,5 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     };
     let rec = release::publish_record(&releases, &record, &key, &policy).await?;
 
-    match out {
-        OutputFormat::Json => print_json(&serde_json::json!({
-            "environment": args.env,
-            "revision": revision,
-            "results": results,
-            "releaseRecord": rec,
-            "gateSkipped": gate_skipped,
-        }))?,
-        OutputFormat::Table => {
-            let rows: Vec<Vec<String>> = results
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.cluster_type.clone(),
-                        r.digest.clone(),
-                        if r.changed { "changed".into() } else { "unchanged".into() },
-                        r.objects.to_string(),
-                    ]
-                })
-                .collect();
-            print_table(&["CLUSTER TYPE", "DIGEST", "STATUS", "OBJECTS"], &rows);
-            let changed = results.iter().filter(|r| r.changed).count();
-            println!(
-                "{} at {revision}: {changed} changed, {} unchanged; release record {} ({})",
-                args.env,
-                results.len() - changed,
-                rec.reference,
-                if rec.pushed { "pushed" } else { "unchanged" }
-            );
-        }
-    }
-    Ok(())
+    Ok(PublishReport { environment: args.env, revision, results, release_record: rec, gate_skipped })
 }

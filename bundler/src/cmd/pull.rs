@@ -10,7 +10,7 @@ use drover_proto::bundle::{open_content, BundleObject};
 use drover_proto::{FetchLimits, FetchedBundle, Reference, RegistryClient, Repo};
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, write_dir_atomically, OutputFormat};
+use crate::output::{write_dir_atomically, Report, Text};
 use crate::regargs::RegistryArgs;
 
 /// Arguments of `drover pull`.
@@ -46,38 +46,44 @@ pub async fn fetch_objects(reference: &str, client: &RegistryClient) -> anyhow::
     Ok(Fetched { bundle, objects, reference: reference.to_string() })
 }
 
-#[derive(Serialize)]
-struct PullSummary {
-    digest: String,
-    reference: String,
-    out: String,
-    objects: usize,
-    files: Vec<String>,
+/// What `pull` wrote.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullSummary {
+    /// The manifest digest pulled.
+    pub digest: String,
+    /// The reference as given.
+    pub reference: String,
+    /// The directory written.
+    pub out: String,
+    /// Number of objects.
+    pub objects: usize,
+    /// Every file written, relative to `out`.
+    pub files: Vec<String>,
+}
+
+impl Report for PullSummary {
+    fn write_text(&self, out: &mut Text) {
+        out.table(
+            &["REFERENCE", "DIGEST", "OBJECTS", "OUT"],
+            &[vec![self.reference.clone(), self.digest.clone(), self.objects.to_string(), self.out.clone()]],
+        );
+    }
 }
 
 /// Runs `drover pull`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<PullSummary> {
     check_out_dir(&args.out)?;
     let client = args.registry.client_for(&[&args.reference])?;
     let fetched = fetch_objects(&args.reference, &client).await?;
     write_tree(&args.out, &fetched.objects)?;
-    let summary = PullSummary {
+    Ok(PullSummary {
         digest: fetched.bundle.digest.clone(),
         reference: args.reference.clone(),
         out: args.out.display().to_string(),
         objects: fetched.objects.len(),
         files: fetched.objects.iter().map(|o| o.path.clone()).collect(),
-    };
-    match out {
-        OutputFormat::Json => print_json(&summary),
-        OutputFormat::Table => {
-            print_table(
-                &["REFERENCE", "DIGEST", "OBJECTS", "OUT"],
-                &[vec![summary.reference, summary.digest, summary.objects.to_string(), summary.out]],
-            );
-            Ok(())
-        }
-    }
+    })
 }
 
 fn check_out_dir(dir: &Path) -> anyhow::Result<()> {

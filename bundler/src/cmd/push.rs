@@ -11,8 +11,8 @@ use drover_proto::channel::publish::{publish, Request, Sequence};
 use drover_proto::trust::TrustPolicy;
 use drover_proto::{Reference, Repo};
 
-use crate::cmd::build::{print_summary, BundleArgs, Summary};
-use crate::output::OutputFormat;
+use crate::cmd::build::{BundleArgs, Summary};
+use crate::output::warn;
 use crate::regargs::RegistryArgs;
 
 /// Arguments of `drover push`.
@@ -30,7 +30,7 @@ pub struct Args {
 }
 
 /// Runs `drover push`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<Summary> {
     let reference = Reference::parse(&args.reference)?;
     let tag = match &reference {
         Reference::Registry(r) => {
@@ -68,17 +68,16 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     .with_context(|| format!("pushing to {} (the channel tag {tag} was not moved)", args.reference))?;
     tracing::debug!(push_ms = started.elapsed().as_millis() as u64, "pushed blobs, manifest, signature and tags");
     if let Some(note) = &published.untrusted_previous {
-        eprintln!("warning: {note}; replaced it");
+        warn(format_args!("{note}; replaced it"));
     }
     let mut tags = vec![tag.clone()];
     tags.extend(published.history_tag.clone().filter(|h| *h != tag));
-    let summary = Summary {
+    Ok(Summary {
         reference: format!("{}@{}", repo.describe(&tag), published.digest),
         digest: published.digest,
         objects: loaded.objects.len(),
         tags,
         sequence: published.sequence,
         signature: published.signature,
-    };
-    print_summary(&summary, out)
+    })
 }

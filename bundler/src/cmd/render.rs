@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::output::{print_json, print_table, write_dir_atomically, OutputFormat};
+use crate::output::{warn, write_dir_atomically, Report, Text};
 use crate::platform::{Platform, RenderedType};
 
 /// Arguments of `drover render`.
@@ -17,7 +17,7 @@ pub struct Args {
     /// The platform directory (with fleet.yaml).
     pub platform: PathBuf,
     /// The environment to render (one of fleet.yaml spec.environments).
-    #[arg(long)]
+    #[arg(long, visible_alias = "environment")]
     pub env: String,
     /// Render only this cluster type.
     #[arg(long)]
@@ -30,17 +30,43 @@ pub struct Args {
     pub force: bool,
 }
 
-#[derive(Serialize)]
+/// One cluster type written by `render`.
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TypeResult {
-    cluster_type: String,
-    workloads: Vec<String>,
-    objects: usize,
-    path: String,
+pub struct TypeResult {
+    /// The cluster type.
+    pub cluster_type: String,
+    /// Workloads assigned to it in this environment.
+    pub workloads: Vec<String>,
+    /// Objects rendered.
+    pub objects: usize,
+    /// `OUT/<cluster-type>`: the directory to give `drover build` or `drover push`.
+    pub path: String,
+}
+
+/// What `render` wrote.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderReport {
+    /// The environment rendered.
+    pub environment: String,
+    /// One entry per cluster type.
+    pub cluster_types: Vec<TypeResult>,
+}
+
+impl Report for RenderReport {
+    fn write_text(&self, out: &mut Text) {
+        let rows: Vec<Vec<String>> = self
+            .cluster_types
+            .iter()
+            .map(|r| vec![r.cluster_type.clone(), r.objects.to_string(), r.workloads.join(","), r.path.clone()])
+            .collect();
+        out.table(&["CLUSTER TYPE", "OBJECTS", "WORKLOADS", "PATH"], &rows);
+    }
 }
 
 /// Runs `drover render`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<RenderReport> {
     let non_empty = args.out.is_dir() && std::fs::read_dir(&args.out).map(|mut d| d.next().is_some()).unwrap_or(false);
     if args.out.exists() && !args.out.is_dir() {
         anyhow::bail!("{} exists and is not a directory; choose another --out", args.out.display());
@@ -52,7 +78,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let rendered = platform.render(&args.env, args.cluster_type.as_deref())?;
     for t in &rendered {
         for w in &t.warnings {
-            eprintln!("warning: {w}");
+            warn(w);
         }
     }
     write_all(&args.out, &rendered)?;
@@ -65,17 +91,7 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
             path: args.out.join(&t.name).display().to_string(),
         })
         .collect();
-    match out {
-        OutputFormat::Json => print_json(&serde_json::json!({"environment": args.env, "clusterTypes": results}))?,
-        OutputFormat::Table => {
-            let rows: Vec<Vec<String>> = results
-                .iter()
-                .map(|r| vec![r.cluster_type.clone(), r.objects.to_string(), r.workloads.join(","), r.path.clone()])
-                .collect();
-            print_table(&["CLUSTER TYPE", "OBJECTS", "WORKLOADS", "PATH"], &rows);
-        }
-    }
-    Ok(())
+    Ok(RenderReport { environment: args.env, cluster_types: results })
 }
 
 /// Writes every cluster type into a temporary sibling of `out`, then renames it into place.

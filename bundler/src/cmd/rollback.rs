@@ -5,10 +5,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use drover_proto::channel::rollback::rollback;
+use drover_proto::channel::rollback::{rollback, RolledBack};
+use serde::Serialize;
 use drover_proto::trust::TrustPolicy;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::{load_signing_key, open_reference};
 
@@ -38,7 +39,7 @@ pub struct Args {
 }
 
 /// Runs `drover rollback`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<RollbackReport> {
     let key = load_signing_key(&args.key)?;
     let policy = if args.trust_keys.is_empty() {
         TrustPolicy::new(vec![key.public_key().clone()], 1)?
@@ -51,21 +52,31 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
     let done = rollback(&repo, &channel, &args.to, &key, &policy, args.allow_mass_prune)
         .await
         .with_context(|| format!("rolling back {} (nothing was tagged)", args.reference))?;
-    match out {
-        OutputFormat::Json => {
-            let mut doc = serde_json::to_value(&done)?;
-            doc["reference"] = serde_json::json!(args.reference);
-            print_json(&doc)?
-        }
-        OutputFormat::Table => print_table(
+    Ok(RollbackReport { reference: args.reference, rolled_back: done })
+}
+
+/// What `rollback` did.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackReport {
+    /// The channel as given.
+    pub reference: String,
+    /// The new bundle and what it restored.
+    #[serde(flatten)]
+    pub rolled_back: RolledBack,
+}
+
+impl Report for RollbackReport {
+    fn write_text(&self, out: &mut Text) {
+        let done = &self.rolled_back;
+        out.table(
             &["REFERENCE", "DIGEST", "SEQUENCE", "RESTORED FROM"],
             &[vec![
-                args.reference.clone(),
+                self.reference.clone(),
                 done.digest.clone(),
                 done.sequence.to_string(),
                 format!("{} (sequence {})", done.restored_from, done.restored_sequence),
             ]],
-        ),
+        );
     }
-    Ok(())
 }

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use drover_proto::channel::sign::countersign;
+use drover_proto::trust::sign::SignatureInfo;
+use serde::Serialize;
 
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::{load_signing_key, open_reference};
 use crate::trustargs::TrustArgs;
@@ -32,16 +34,25 @@ pub struct Args {
 }
 
 /// Runs `drover sign`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<SignReport> {
     let key = load_signing_key(&args.key)?;
     let policy = args.trust.optional_policy()?;
     let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, true)?;
     let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add @sha256:... or :TAG)", args.reference))?;
     let info = countersign(&repo, &lookup, &key, policy.as_ref()).await.with_context(|| format!("signing {}", args.reference))?;
-    match out {
-        OutputFormat::Json => print_json(&info)?,
-        OutputFormat::Table => print_table(
+    Ok(SignReport(info))
+}
+
+/// What `sign` did (the signature written, or found already there).
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct SignReport(pub SignatureInfo);
+
+impl Report for SignReport {
+    fn write_text(&self, out: &mut Text) {
+        let info = &self.0;
+        out.table(
             &["DIGEST", "SIGNATURE", "KEY", "ADDED", "LAYERS"],
             &[vec![
                 info.digest.clone(),
@@ -50,7 +61,6 @@ pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
                 if info.added { "yes".into() } else { "already signed".into() },
                 info.layers.to_string(),
             ]],
-        ),
+        );
     }
-    Ok(())
 }

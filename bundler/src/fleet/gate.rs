@@ -204,6 +204,8 @@ mod tests {
             last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: Some(digest.into()), at: at(since_ago) }),
             objects: Default::default(),
             failing: vec![],
+            held: None,
+            drifted_objects: None,
             agent_version: "t".into(),
             reported_at: at(10),
         }

@@ -75,6 +75,7 @@ pub struct SummaryRow {
 
 /// The whole `fleet status` document.
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Status {
     /// One row per cluster, by environment, cluster type, channel, name.
     pub clusters: Vec<ClusterRow>,

@@ -10,6 +10,9 @@ use std::path::Path;
 pub fn environment() -> Result<minijinja::Environment<'static>, minijinja::Error> {
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // Errors carry the template source in every build (not only debug builds), so
+    // `template_error` can show the offending line.
+    env.set_debug(true);
     let syntax = minijinja::syntax::SyntaxConfig::builder()
         .trim_blocks(true)
         .lstrip_blocks(true)
@@ -23,13 +26,31 @@ pub fn environment() -> Result<minijinja::Environment<'static>, minijinja::Error
 }
 
 /// Registers drover's extra template filters: `toyaml` (a value as block YAML, no
-/// trailing newline; combine with `indent`).
+/// trailing newline; combine with `indent`), and `tojson` made strict: both refuse an
+/// undefined value (MiniJinja's own `tojson` prints `null` for it, so a misspelt value
+/// would render silently).
 pub fn add_filters(env: &mut minijinja::Environment<'static>) {
-    env.add_filter("toyaml", |v: minijinja::Value| -> Result<String, minijinja::Error> {
-        let s = serde_yaml_ng::to_string(&v)
+    use minijinja::value::{Kwargs, Value};
+    use minijinja::State;
+    env.add_filter("toyaml", |state: &State, v: &Value| -> Result<String, minijinja::Error> {
+        refuse_undefined(state, v)?;
+        let s = serde_yaml_ng::to_string(v)
             .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, format!("toyaml: {e}")))?;
         Ok(s.trim_end_matches('\n').to_string())
     });
+    env.add_filter("tojson", |state: &State, v: &Value, indent: Option<Value>, kwargs: Kwargs| -> Result<Value, minijinja::Error> {
+        refuse_undefined(state, v)?;
+        minijinja::filters::tojson(v, indent, kwargs)
+    });
+}
+
+/// The strict-undefined error for `v` (naming the undefined expression), as MiniJinja
+/// raises it when an undefined value is printed.
+fn refuse_undefined(state: &minijinja::State, v: &minijinja::Value) -> Result<(), minijinja::Error> {
+    if v.is_undefined() {
+        minijinja::value::StringInput::new(state, v)?;
+    }
+    Ok(())
 }
 
 /// Describes a MiniJinja error as `FILE:LINE: what` (plus the offending source line).

@@ -95,6 +95,9 @@ pub fn resource_list(all: &[&ResourceInfo], group: &str, version: &str) -> Optio
         if r.status_subresource {
             list.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
         }
+        if r.scalable() {
+            list.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
     }
     let gv = if group.is_empty() {
         version.to_string()
@@ -112,8 +115,15 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
         "resource": r.plural, "responseKind": rk, "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": r.singular, "verbs": VERBS, "shortNames": r.short_names,
     });
+    let mut subs = Vec::new();
     if r.status_subresource {
-        v["subresources"] = json!([{"subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"]}]);
+        subs.push(json!({"subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"]}));
+    }
+    if r.scalable() {
+        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+    }
+    if !subs.is_empty() {
+        v["subresources"] = Value::Array(subs);
     }
     v
 }

@@ -27,6 +27,12 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// Whether it has a `scale` subresource (`autoscaling/v1` Scale over `spec.replicas`):
+    /// the built-in Deployments, StatefulSets and ReplicaSets.
+    pub fn scalable(&self) -> bool {
+        !self.custom && self.group == "apps" && matches!(self.plural.as_str(), "deployments" | "statefulsets" | "replicasets")
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

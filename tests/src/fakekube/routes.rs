@@ -88,7 +88,7 @@ pub(crate) fn route(state: &State, segs: &[&str], accept: &str) -> Result<Route,
     let sub = rest.get(2).map(|s| s.to_string());
     if (!res.namespaced && ns.is_some())
         || (res.namespaced && ns.is_none() && name.is_some())
-        || sub.as_deref().is_some_and(|s| s != "status")
+        || sub.as_deref().is_some_and(|s| s != "status" && !(s == "scale" && res.scalable()))
     {
         return Err(ApiError::no_route());
     }

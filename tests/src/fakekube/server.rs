@@ -274,6 +274,9 @@ fn resource_op(
         force: query.get("force") == Some("true"),
         subresource: t.sub.clone(),
     };
+    if let (Some("scale"), Some(name)) = (t.sub.as_deref(), &t.name) {
+        return scale_op(state, method, t, name, ct, bytes, &opts).map(|v| Reply::Json(200, v));
+    }
     match (method, &t.name) {
         (&Method::GET, Some(name)) => Ok(Reply::Json(200, state.get(&t.res, ns, name)?)),
         (&Method::GET, None) => {
@@ -332,10 +335,9 @@ fn resource_op(
                     timeout,
                 ));
             }
-            Ok(Reply::Json(
-                200,
-                state.list(&t.res, ns, l.as_ref(), f.as_ref()),
-            ))
+            let matching = state.matching(&t.res, ns, l.as_ref(), f.as_ref());
+            let list = super::paging::page(state, &t.res, matching, query.get("limit"), query.get("continue"))?;
+            Ok(Reply::Json(200, list))
         }
         (&Method::POST, None) => {
             let body = parse_body(bytes, ct)?;
@@ -394,5 +396,42 @@ fn resource_op(
             "MethodNotAllowed",
             format!("the server does not allow this method on the requested resource ({method})"),
         )),
+    }
+}
+
+/// The `scale` subresource: GET, PUT of a Scale, merge or JSON patch of it.
+fn scale_op(
+    state: &mut State,
+    method: &Method,
+    t: &Target,
+    name: &str,
+    ct: &str,
+    bytes: &[u8],
+    opts: &WriteOpts,
+) -> Result<Value, ApiError> {
+    let ns = t.ns.as_deref();
+    let media = ct.split(';').next().unwrap_or("").trim();
+    match *method {
+        Method::GET => state.get_scale(&t.res, ns, name),
+        Method::PUT => {
+            let body = parse_body(bytes, ct)?;
+            state.write_scale(&t.res, ns, name, |_| Ok(body), opts)
+        }
+        Method::PATCH if media == "application/json-patch+json" => {
+            let ops = parse_body(bytes, "json")?;
+            state.write_scale(&t.res, ns, name, |mut s| {
+                super::patch::apply_json_patch(&mut s, &ops).map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?;
+                Ok(s)
+            }, opts)
+        }
+        Method::PATCH if matches!(media, "application/merge-patch+json" | "application/strategic-merge-patch+json") => {
+            let patch = parse_body(bytes, "json")?;
+            state.write_scale(&t.res, ns, name, |mut s| {
+                super::patch::merge_patch(&mut s, &patch);
+                Ok(s)
+            }, opts)
+        }
+        Method::PATCH => Err(ApiError::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json (this FAKE API server does not apply {media:?} to a scale subresource)"))),
+        _ => Err(ApiError::new(405, "MethodNotAllowed", format!("the server does not allow this method on the requested resource ({method})"))),
     }
 }

@@ -39,7 +39,7 @@ impl State {
 
     /// Finishes a write of `new` over `live`: status handling, generation, managed
     /// fields; returns `live` unchanged when nothing changed.
-    fn finish_update(
+    pub(crate) fn finish_update(
         &mut self,
         res: &ResourceInfo,
         live: &Value,
@@ -106,7 +106,7 @@ impl State {
         self.commit(res, new, "MODIFIED", opts)
     }
 
-    fn live(&self, res: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+    pub(crate) fn live(&self, res: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         self.objects
             .get(&key(res, ns, name))
             .cloned()

@@ -6,23 +6,31 @@
 //! order; after a group holding CRDs the target waits until they are Established and drops
 //! their API group from the discovery cache so the next groups can use the new kinds.
 //!
-//! Change detection (drift): the object's `resourceVersion` is read before the apply and
-//! compared with the one the apply returns. The API server does not write (and does not
-//! bump `resourceVersion`) when an apply changes nothing, so a new version means the
-//! apply changed the object: `Configured` (on a resync of an unchanged bundle, a drift
-//! correction). A missing object is `Created`. The versions come from one LIST (label
-//! `app.kubernetes.io/managed-by=drover`) per kind and namespace holding at least
-//! [`LIST_THRESHOLD`] objects of the group, and from a GET for the rest (and for objects
-//! not in that list: new, or not labelled yet).
+//! Reading before the apply: one LIST (label `app.kubernetes.io/managed-by=drover`, paged
+//! by [`PAGE`] with `limit`/`continue`) per kind and namespace of the group, and a GET for
+//! objects not in it (new, deleted, or not labelled: drover's label was removed or never
+//! there). Each live object of this source is compared with the apply body
+//! ([`super::compare`]): when drover's field manager already owns exactly the body's fields
+//! with the body's values the object is `unchanged` and not sent at all, so a resync of
+//! an unchanged cluster writes nothing. A new bundle digest changes every object (its
+//! `drover.dev/digest` annotation), so its first apply still sends every object, in order.
+//!
+//! Change detection of what is sent: the `resourceVersion` read before is compared with
+//! the one the apply returns. The API server does not write (and does not bump
+//! `resourceVersion`) when an apply changes nothing, so a new version means the apply
+//! changed the object: `Configured` (on a resync of an unchanged bundle, a drift
+//! correction); a missing object is `Created`; an object the compare could not vouch for
+//! that the server then left as it was is `Unchanged`.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use drover_proto::media;
 use futures::stream::{self, StreamExt};
-use kube::api::{ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{json, Value};
 
+use super::compare;
 use super::discovery::{ResolveError, Resolved};
 use super::owner::{adopted_message, conflict_message, owner, Owner};
 use super::retry::with_retry;
@@ -33,57 +41,82 @@ use crate::targets::{Action, ApplyReport, ApplyRequest, ObjectOutcome, OrderGrou
 /// Metadata the API server owns: never sent in an apply body.
 const SERVER_FIELDS: &[&str] = &["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp"];
 
+/// Objects per page of the LISTs before an apply (what client-go pages by).
+pub const PAGE: u32 = 500;
+
 type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
 
-/// What the apply needs to know about a live object: its version and its owner.
+/// What the apply needs to know about a live object: its version, its owner, and whether
+/// applying the body would change nothing.
 #[derive(Debug, Clone)]
 struct Live {
     resource_version: String,
     owner: Owner,
+    unchanged: bool,
 }
 
 impl Live {
-    fn of(meta: &ObjectMeta, source: &str) -> Live {
-        Live { resource_version: meta.resource_version.clone().unwrap_or_default(), owner: owner(meta, source) }
+    /// Reads `live` against the apply `body` of the same object.
+    fn read(live: &DynamicObject, body: &Value, req: &ApplyRequest) -> Live {
+        let owner = owner(&live.metadata, &req.source);
+        let unchanged = owner == Owner::This
+            && serde_json::to_value(live).is_ok_and(|v| compare::unchanged(body, &v, &req.field_manager));
+        Live { resource_version: live.metadata.resource_version.clone().unwrap_or_default(), owner, unchanged }
     }
 }
 
+/// (apiVersion, kind, namespace): what one LIST reads.
+type ListKey = (String, String, Option<String>);
+
 /// The live state by name of drover's objects, per (apiVersion, kind, namespace).
-type Known = HashMap<(String, String, Option<String>), HashMap<String, Live>>;
+type Known = HashMap<ListKey, HashMap<String, Live>>;
 
-/// Objects of one kind and namespace in a group from which one LIST replaces their GETs.
-pub const LIST_THRESHOLD: usize = 4;
-
-fn known_key(o: &PlannedObject, res: &Resolved) -> (String, String, Option<String>) {
+fn known_key(o: &PlannedObject, res: &Resolved) -> ListKey {
     (o.id.api_version.clone(), o.id.kind.clone(), if res.namespaced { o.id.namespace.clone() } else { None })
 }
 
-/// One labelled LIST per (kind, namespace) with enough objects in the group; a failed
-/// LIST just leaves its objects to individual GETs.
+/// One labelled LIST (paged) per (kind, namespace) of the group, at most `concurrency`
+/// at a time. Only the verdicts on the group's objects are kept, page by page. A LIST
+/// that fails leaves its (remaining) objects to individual GETs.
 async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, resolved: &Resolutions) -> Known {
-    let mut counts: HashMap<(String, String, Option<String>), (usize, &Resolved)> = HashMap::new();
+    let mut wanted: HashMap<ListKey, (&Resolved, HashMap<&str, &PlannedObject>)> = HashMap::new();
     for o in &group.objects {
         if let Some(Ok(res)) = resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
-            counts.entry(known_key(o, res)).or_insert((0, res)).0 += 1;
-        }
-    }
-    let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
-    let mut known = Known::new();
-    for (key, (n, res)) in counts {
-        if n < LIST_THRESHOLD || (res.namespaced && key.2.is_none()) {
-            continue;
-        }
-        let api = res.api(&t.client, key.2.as_deref());
-        let params = ListParams::default().labels(&selector);
-        match with_retry(&t.opts.retry, || api.list(&params)).await {
-            Ok(list) => {
-                let names = list.items.into_iter().filter_map(|o| Some((o.metadata.name.clone()?, Live::of(&o.metadata, &req.source)))).collect();
-                known.insert(key, names);
+            if !(res.namespaced && o.id.namespace.is_none()) {
+                wanted.entry(known_key(o, res)).or_insert_with(|| (res, HashMap::new())).1.insert(o.id.name.as_str(), o);
             }
-            Err(f) => tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading objects one by one"),
         }
     }
-    known
+    let futs: Vec<_> = wanted.into_iter().map(|(key, (res, objects))| list_one(t, req, key, res, objects)).collect();
+    stream::iter(futs).buffer_unordered(t.opts.concurrency.max(1)).collect().await
+}
+
+async fn list_one(t: &KubeTarget, req: &ApplyRequest, key: ListKey, res: &Resolved, objects: HashMap<&str, &PlannedObject>) -> (ListKey, HashMap<String, Live>) {
+    let api = res.api(&t.client, key.2.as_deref());
+    let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
+    let mut params = ListParams::default().labels(&selector).limit(PAGE);
+    let mut found = HashMap::new();
+    loop {
+        match with_retry(&t.opts.retry, || api.list(&params)).await {
+            Ok(page) => {
+                for live in &page.items {
+                    if let Some(o) = live.metadata.name.as_deref().and_then(|n| objects.get(n)) {
+                        let body = desired(&o.value, req, res.namespaced);
+                        found.insert(o.id.name.clone(), Live::read(live, &body, req));
+                    }
+                }
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => params = params.continue_token(&token),
+                    None => break,
+                }
+            }
+            Err(f) => {
+                tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
+                break;
+            }
+        }
+    }
+    (key, found)
 }
 
 /// Applies every group in order; stops after the first group with a failure.
@@ -96,7 +129,7 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
             continue;
         }
         let started = Instant::now();
-        let mut results = apply_group(t, req, group).await;
+        let (mut results, sent) = apply_group(t, req, group).await;
         if !results.iter().any(|o| o.action == Action::Failed) {
             establish_crds(t, group, &mut results).await;
         }
@@ -104,6 +137,7 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
         tracing::info!(
             stage = ?group.stage,
             objects = group.objects.len(),
+            sent,
             changed = results.iter().filter(|o| o.action.changed()).count(),
             failed = results.iter().filter(|o| o.action == Action::Failed).count(),
             ms = started.elapsed().as_millis() as u64,
@@ -114,22 +148,48 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
     ApplyReport { outcomes }
 }
 
-async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> Vec<ObjectOutcome> {
+/// The kinds of `group`, resolved (discovery).
+async fn resolve_group(t: &KubeTarget, group: &OrderGroup) -> Resolutions {
     let mut resolved: Resolutions = HashMap::new();
     for o in &group.objects {
         if let std::collections::hash_map::Entry::Vacant(slot) = resolved.entry((o.id.api_version.clone(), o.id.kind.clone())) {
             slot.insert(t.resolver.resolve(&o.id.api_version, &o.id.kind).await);
         }
     }
+    resolved
+}
+
+/// Per object of `group`, in order: true when the resync compare vouches that applying it
+/// would change nothing (read with the same LISTs as before an apply; nothing sent).
+pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> Vec<bool> {
+    let resolved = resolve_group(t, group).await;
+    let known = list_known(t, req, group, &resolved).await;
+    group
+        .objects
+        .iter()
+        .map(|o| match resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
+            Some(Ok(res)) => known.get(&known_key(o, res)).and_then(|m| m.get(&o.id.name)).is_some_and(|l| l.unchanged),
+            _ => false,
+        })
+        .collect()
+}
+
+/// Applies one group; the outcomes and how many applies were sent.
+async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> (Vec<ObjectOutcome>, usize) {
+    let resolved = resolve_group(t, group).await;
     let known = list_known(t, req, group, &resolved).await;
     let (resolved, known) = (&resolved, &known);
     let futs: Vec<_> = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known)).collect();
-    stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await
+    let results: Vec<(ObjectOutcome, bool)> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
+    let sent = results.iter().filter(|(_, sent)| *sent).count();
+    (results.into_iter().map(|(o, _)| o).collect(), sent)
 }
 
-async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, resolved: &Resolutions, known: &Known) -> ObjectOutcome {
+/// Applies one object unless the compare found it unchanged; the outcome and whether
+/// an apply was sent.
+async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, resolved: &Resolutions, known: &Known) -> (ObjectOutcome, bool) {
     let id = &obj.id;
-    let fail = |m: String| ObjectOutcome::with(id.clone(), Action::Failed, m);
+    let fail = |m: String| (ObjectOutcome::with(id.clone(), Action::Failed, m), false);
     let res = match resolved.get(&(id.api_version.clone(), id.kind.clone())) {
         Some(Ok(r)) => r,
         Some(Err(e)) => return fail(e.to_string()),
@@ -144,19 +204,21 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     let before = match listed {
         Some(live) => Some(live),
         None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => o.map(|o| Live::of(&o.metadata, &req.source)),
+            Ok(o) => o.map(|o| Live::read(&o, &body, req)),
             Err(f) => return fail(format!("reading before apply: {f}")),
         },
     };
-    if let Some(Live { owner: Owner::Other(other), .. }) = &before {
-        return ObjectOutcome::with(id.clone(), Action::Conflict, conflict_message(other));
+    match &before {
+        Some(Live { owner: Owner::Other(other), .. }) => return (ObjectOutcome::with(id.clone(), Action::Conflict, conflict_message(other)), false),
+        Some(Live { unchanged: true, .. }) => return (ObjectOutcome::new(id.clone(), Action::Unchanged), false),
+        _ => {}
     }
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {
         params = params.force();
     }
     let patch = Patch::Apply(&body);
-    match with_retry(&t.opts.retry, || api.patch(&id.name, &params, &patch)).await {
+    let outcome = match with_retry(&t.opts.retry, || api.patch(&id.name, &params, &patch)).await {
         Ok(after) => match before {
             None => ObjectOutcome::new(id.clone(), Action::Created),
             Some(Live { owner: was @ (Owner::Foreign | Owner::Unrecorded), .. }) => {
@@ -167,11 +229,12 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
             }
             Some(_) => ObjectOutcome::new(id.clone(), Action::Unchanged),
         },
-        Err(f) if f.conflict() && !t.opts.force => fail(format!(
+        Err(f) if f.conflict() && !t.opts.force => ObjectOutcome::with(id.clone(), Action::Failed, format!(
             "{f} (another field manager owns these fields; drover runs with --no-force, so it does not take them over: remove the other manager's changes, or drop --no-force)"
         )),
-        Err(f) => fail(f.message),
-    }
+        Err(f) => ObjectOutcome::with(id.clone(), Action::Failed, f.message),
+    };
+    (outcome, true)
 }
 
 /// The apply body: the bundle's object with drover's label and annotations, without

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::discovery::{ResolveError, Resolver};
 use super::retry::{with_retry, RetryPolicy};
-use crate::targets::TargetError;
+use crate::targets::{TargetError, TargetRecord};
 
 /// Settings of the kube target.
 #[derive(Debug, Clone)]
@@ -55,6 +55,9 @@ pub struct KubeTarget {
     pub(super) cluster: String,
     pub(super) opts: KubeOptions,
     pub(super) resolver: Resolver,
+    /// The in-cluster record last read or written per source ([`super::state`]): a
+    /// write that would only move `appliedAt` is not sent.
+    pub(super) records: std::sync::Mutex<std::collections::HashMap<String, TargetRecord>>,
 }
 
 impl KubeTarget {
@@ -84,7 +87,7 @@ impl KubeTarget {
             }
             None => own.clone(),
         };
-        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts })
+        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default() })
     }
 
     /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API

@@ -3,15 +3,19 @@
 //! an ownership-checked prune. Decisions are written down in `docs/kubernetes.md`.
 //!
 //! Data flow inside the target: `cluster` (clients, options, probe) → `discovery` (kind →
-//! resource) → `apply` (ownership, SSA, change detection, CRDs Established) → `wait`
-//! (health rules) → `contents` (what deleting a Namespace takes with it) → `prune`
-//! (ownership, phases); `owner` is the one ownership rule, `state` the in-cluster copy
-//! of the agent's record, `retry` classifies API errors and retries transient ones.
+//! resource) → `apply` (ownership, `compare`: skip what is already as desired, SSA,
+//! change detection, CRDs Established) → `wait` (health rules) → `contents` (what
+//! deleting a Namespace takes with it) → `prune` (ownership, phases); `dryrun` what apply
+//! and prune would do (`drover-agent plan`); `owner` is the one ownership rule, `state`
+//! the in-cluster copy of the agent's record, `retry` classifies API errors and retries
+//! transient ones.
 
 pub mod apply;
 pub mod cluster;
+pub mod compare;
 pub mod contents;
 pub mod discovery;
+pub mod dryrun;
 pub mod owner;
 pub mod prune;
 pub mod retry;
@@ -23,7 +27,7 @@ use std::time::Duration;
 pub use self::cluster::{KubeOptions, KubeTarget};
 use drover_proto::object::ObjectRef;
 
-use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, NamespaceContents, PruneReport, PruneRequest, Target, TargetError, TargetRecord};
+use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, NamespaceContents, ObjectPlan, PruneReport, PruneRequest, Target, TargetError, TargetHold, TargetRecord};
 
 impl Target for KubeTarget {
     fn describe(&self) -> String {
@@ -67,6 +71,31 @@ impl Target for KubeTarget {
 
     fn read_record<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetRecord>, TargetError>> {
         Box::pin(state::read(self, source))
+    }
+
+    fn read_hold<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetHold>, TargetError>> {
+        Box::pin(state::read_hold(self, source))
+    }
+
+    fn plan_apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        Box::pin(async move {
+            self.probe().await?;
+            Ok(dryrun::plan_apply(self, req).await)
+        })
+    }
+
+    fn check_drift<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        Box::pin(async move {
+            self.probe().await?;
+            Ok(dryrun::check_drift(self, req).await)
+        })
+    }
+
+    fn plan_prune<'a>(&'a self, req: &'a PruneRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {
+        Box::pin(async move {
+            self.probe().await?;
+            Ok(dryrun::plan_prune(self, req).await)
+        })
     }
 
     fn write_record<'a>(&'a self, record: &'a TargetRecord) -> BoxFuture<'a, Result<(), TargetError>> {

@@ -15,7 +15,7 @@
 use drover_proto::media;
 use drover_proto::object::ObjectRef;
 use futures::stream::{self, StreamExt};
-use kube::api::{DeleteParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 
 use super::discovery::ResolveError;
 use super::owner::{owner, prune_refusal};
@@ -35,27 +35,38 @@ pub(super) async fn prune(t: &KubeTarget, req: &PruneRequest) -> PruneReport {
     PruneReport { outcomes }
 }
 
-async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcome {
-    let outcome = |a: Action, m: String| ObjectOutcome::with(id.clone(), a, m);
+/// The object prune may delete (its API and live UID), or the outcome that says why not:
+/// gone already, `drover.dev/prune: disabled`, not this source's, unreadable.
+pub(super) async fn verdict(t: &KubeTarget, id: &ObjectRef, source: &str) -> Result<(Api<DynamicObject>, Option<String>), (Action, String)> {
+    let outcome = |a: Action, m: String| (a, m);
     let res = match t.resolver.resolve(&id.api_version, &id.kind).await {
         Ok(r) => r,
-        Err(ResolveError::Unknown(m)) => return outcome(Action::Kept, format!("already gone: {m}")),
-        Err(e) => return outcome(Action::Failed, e.to_string()),
+        Err(ResolveError::Unknown(m)) => return Err(outcome(Action::Kept, format!("already gone: {m}"))),
+        Err(e) => return Err(outcome(Action::Failed, e.to_string())),
     };
     let api = res.api(&t.client, id.namespace.as_deref());
     let live = match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
         Ok(Some(o)) => o,
-        Ok(None) => return outcome(Action::Kept, "already gone".into()),
-        Err(f) => return outcome(Action::Failed, format!("reading before delete: {f}")),
+        Ok(None) => return Err(outcome(Action::Kept, "already gone".into())),
+        Err(f) => return Err(outcome(Action::Failed, format!("reading before delete: {f}"))),
     };
     if live.metadata.annotations.as_ref().and_then(|a| a.get(media::ANN_OBJ_PRUNE)).map(String::as_str) == Some("disabled") {
-        return outcome(Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE));
+        return Err(outcome(Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE)));
     }
     if let Some(why) = prune_refusal(&owner(&live.metadata, source)) {
-        return outcome(Action::Refused, why);
+        return Err(outcome(Action::Refused, why));
     }
+    Ok((api, live.metadata.uid.clone()))
+}
+
+async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcome {
+    let outcome = |a: Action, m: String| ObjectOutcome::with(id.clone(), a, m);
+    let (api, uid) = match verdict(t, id, source).await {
+        Ok(v) => v,
+        Err((action, message)) => return outcome(action, message),
+    };
     let mut params = DeleteParams::background();
-    params.preconditions = Some(Preconditions { uid: live.metadata.uid.clone(), resource_version: None });
+    params.preconditions = Some(Preconditions { uid, resource_version: None });
     match with_retry(&t.opts.retry, || api.delete(&id.name, &params)).await {
         Ok(_) => ObjectOutcome::new(id.clone(), Action::Deleted),
         Err(f) if f.not_found() => outcome(Action::Kept, "already gone".into()),

@@ -11,7 +11,11 @@
 //!   identities, sorted (10,000 objects take ~170 KiB; the whole object must stay under
 //!   the API server's 1 MiB, checked before writing);
 //! - written with server-side apply, field manager `drover-agent`, with the agent's own
-//!   identity (never the `--service-account` it impersonates for the bundle's objects).
+//!   identity (never the `--service-account` it impersonates for the bundle's objects);
+//!   not written when it would only move `appliedAt` past the record read (or written)
+//!   last in this process: a resync that changed nothing writes nothing, and `appliedAt`
+//!   is the time of the apply that last changed the record. A record deleted meanwhile
+//!   is read as missing before the next apply and written again after it.
 //!
 //! Whoever may write ConfigMaps in the agent's namespace can raise the floor (the agent
 //! then refuses every bundle below it) or lower it by deleting the ConfigMap (the agent's
@@ -31,7 +35,8 @@ use sha2::Digest;
 
 use super::cluster::KubeTarget;
 use super::retry::with_retry;
-use crate::targets::{TargetError, TargetRecord};
+use crate::hold::ANN_HOLD;
+use crate::targets::{TargetError, TargetHold, TargetRecord};
 
 /// Field manager (and `app.kubernetes.io/managed-by` value) of the state ConfigMaps.
 pub const MANAGER: &str = "drover-agent";
@@ -135,22 +140,87 @@ pub(super) async fn read(t: &KubeTarget, source: &str) -> Result<Option<TargetRe
     let name = configmap_name(source);
     let record = |m: String| TargetError::Record(format!("{}: {m}", describe(t, source)));
     match with_retry(&t.opts.retry, || api.get_opt(&name)).await {
-        Ok(None) => Ok(None),
-        Ok(Some(cm)) => decode(&cm, source).map(Some).map_err(record),
-        Err(f) if f.not_found() => Ok(None),
-        Err(f) => Err(record(f.message)),
+        Ok(Some(cm)) => {
+            let rec = decode(&cm, source).map_err(record);
+            remember(t, source, rec.as_ref().ok());
+            rec.map(Some)
+        }
+        Ok(None) => {
+            remember(t, source, None);
+            Ok(None)
+        }
+        Err(f) => {
+            remember(t, source, None);
+            if f.not_found() {
+                Ok(None)
+            } else {
+                Err(record(f.message))
+            }
+        }
     }
+}
+
+/// `rec` as the cluster holds it (inventory sorted, no duplicates), without `appliedAt`.
+fn durable(rec: &TargetRecord) -> TargetRecord {
+    let mut r = TargetRecord { applied_at: String::new(), ..rec.clone() };
+    r.inventory.sort();
+    r.inventory.dedup();
+    r
+}
+
+/// Keeps what the cluster holds for `source` (None: unknown or missing).
+fn remember(t: &KubeTarget, source: &str, rec: Option<&TargetRecord>) {
+    let mut records = t.records.lock().expect("records lock");
+    match rec {
+        Some(r) => records.insert(source.to_string(), durable(r)),
+        None => records.remove(source),
+    };
+}
+
+/// The `drover.dev/hold` annotation of the state ConfigMap of `source`: its value is the
+/// reason; since = the time of the managedFields entry that set it (the manager that
+/// annotated), when there is one. No ConfigMap (or no namespace): no hold. The agent's
+/// own writes (server-side apply, manager `drover-agent`) never own the annotation, so
+/// they leave it in place.
+pub(super) async fn read_hold(t: &KubeTarget, source: &str) -> Result<Option<TargetHold>, TargetError> {
+    let api: Api<ConfigMap> = Api::namespaced(t.own.clone(), &t.opts.state_namespace);
+    let name = configmap_name(source);
+    let cm = match with_retry(&t.opts.retry, || api.get_opt(&name)).await {
+        Ok(Some(cm)) => cm,
+        Ok(None) => return Ok(None),
+        Err(f) if f.not_found() => return Ok(None),
+        Err(f) => return Err(TargetError::Record(format!("{}: {}", describe(t, source), f.message))),
+    };
+    Ok(hold_of(&cm))
+}
+
+/// The hold an annotated state ConfigMap carries.
+pub fn hold_of(cm: &ConfigMap) -> Option<TargetHold> {
+    let reason = cm.metadata.annotations.as_ref()?.get(ANN_HOLD)?.clone();
+    let key = format!("f:{ANN_HOLD}");
+    let since = cm.metadata.managed_fields.iter().flatten().find_map(|m| {
+        let fields = &m.fields_v1.as_ref()?.0;
+        fields.pointer("/f:metadata/f:annotations")?.get(&key)?;
+        m.time.as_ref().map(|t| t.0.to_string())
+    });
+    Some(TargetHold { reason, since })
 }
 
 /// Writes `rec` (server-side apply, field manager `drover-agent`, the agent's identity).
 pub(super) async fn write(t: &KubeTarget, rec: &TargetRecord) -> Result<(), TargetError> {
     let record = |m: String| TargetError::Record(format!("{}: {m}", describe(t, &rec.source)));
+    if t.records.lock().expect("records lock").get(&rec.source) == Some(&durable(rec)) {
+        tracing::debug!("{} already holds this floor and inventory: not rewritten", describe(t, &rec.source));
+        return Ok(());
+    }
     let cm = encode(rec, &t.opts.state_namespace).map_err(record)?;
     let api: Api<ConfigMap> = Api::namespaced(t.own.clone(), &t.opts.state_namespace);
     let params = PatchParams::apply(MANAGER).force();
     let patch = Patch::Apply(&cm);
     let name = configmap_name(&rec.source);
-    with_retry(&t.opts.retry, || api.patch(&name, &params, &patch)).await.map(|_| ()).map_err(|f| record(f.message))
+    let written = with_retry(&t.opts.retry, || api.patch(&name, &params, &patch)).await.map(|_| ()).map_err(|f| record(f.message));
+    remember(t, &rec.source, written.as_ref().ok().map(|_| rec));
+    written
 }
 
 #[cfg(test)]

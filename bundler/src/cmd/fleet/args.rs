@@ -110,7 +110,7 @@ pub async fn gate(args: &GateArgs, rule: &Rule, source: &str, channel: &str, dig
     let repo = args.reports_for(source)?;
     let (reports, unreadable) = load(std::slice::from_ref(&repo), client).await?;
     for u in unreadable {
-        eprintln!("warning: skipped {}: {}", u.name, u.reason);
+        crate::output::warn(format_args!("skipped {}: {}", u.name, u.reason));
     }
     let cand = Candidate {
         channel: channel.to_string(),

@@ -1,13 +1,11 @@
 //! `drover fleet status | wait | view`: the fleet as the agents' reports show it
 //! (docs/fleet.md). The rules live in the library (`crate::fleet`); these modules parse
-//! flags, call it and print.
+//! flags, call it and return a report; `crate::cli` prints it.
 
 pub mod args;
 pub mod status;
 pub mod view;
 pub mod wait;
-
-use crate::output::OutputFormat;
 
 /// Arguments of `drover fleet`.
 #[derive(Debug, clap::Args)]
@@ -26,13 +24,4 @@ pub enum FleetCommand {
     Wait(wait::Args),
     /// Write the fleet page: one self-contained HTML file.
     View(view::Args),
-}
-
-/// Runs `drover fleet ...`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    match args.command {
-        FleetCommand::Status(a) => status::run(a, out).await,
-        FleetCommand::Wait(a) => wait::run(a, out).await,
-        FleetCommand::View(a) => view::run(a, out).await,
-    }
 }

@@ -3,7 +3,7 @@
 
 use crate::fleet::status::{build, Status};
 use crate::fleet::{age, human, load, short_digest};
-use crate::output::{print_json, print_table, OutputFormat};
+use crate::output::{warn, Report, Text};
 use crate::regargs::RegistryArgs;
 
 use super::args::ReportsArgs;
@@ -29,24 +29,23 @@ pub async fn status(args: &Args) -> anyhow::Result<Status> {
     let client = args.registry.client_for(&sources)?;
     let (reports, unreadable) = load(&sources, &client).await?;
     for u in unreadable {
-        eprintln!("warning: skipped {}: {}", u.name, u.reason);
+        warn(format_args!("skipped {}: {}", u.name, u.reason));
     }
     Ok(build(&reports, args.env.as_deref(), drover_proto::time::now_unix(), stale))
 }
 
 /// Runs `drover fleet status`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let st = status(&args).await?;
-    match out {
-        OutputFormat::Json => print_json(&st),
-        OutputFormat::Table => {
-            print_text(&st);
-            Ok(())
-        }
+pub async fn run(args: Args) -> anyhow::Result<Status> {
+    status(&args).await
+}
+
+impl Report for Status {
+    fn write_text(&self, out: &mut Text) {
+        write_text(self, out);
     }
 }
 
-fn print_text(st: &Status) {
+fn write_text(st: &Status, out: &mut Text) {
     let now = drover_proto::time::now_unix();
     let opt = |s: Option<String>| s.unwrap_or_else(|| "-".into());
     let rows: Vec<Vec<String>> = st
@@ -65,8 +64,8 @@ fn print_text(st: &Status) {
             ]
         })
         .collect();
-    print_table(&["CLUSTER", "ENV", "CHANNEL", "SEQUENCE", "DIGEST", "HEALTH", "LAST", "REPORTED"], &rows);
-    println!();
+    out.table(&["CLUSTER", "ENV", "CHANNEL", "SEQUENCE", "DIGEST", "HEALTH", "LAST", "REPORTED"], &rows);
+    out.line("");
     let rows: Vec<Vec<String>> = st
         .summary
         .iter()
@@ -85,5 +84,5 @@ fn print_text(st: &Status) {
             ]
         })
         .collect();
-    print_table(&["ENV", "TYPE", "CHANNEL", "CLUSTERS", "SEQUENCE×CLUSTERS", "HEALTHY", "PROGRESSING", "DEGRADED", "STALE"], &rows);
+    out.table(&["ENV", "TYPE", "CHANNEL", "CLUSTERS", "SEQUENCE×CLUSTERS", "HEALTHY", "PROGRESSING", "DEGRADED", "STALE"], &rows);
 }

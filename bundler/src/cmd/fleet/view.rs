@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::fleet::{load, page};
-use crate::output::{print_json, OutputFormat};
+use crate::output::{warn, Report, Text};
 use crate::regargs::RegistryArgs;
 
 use super::args::ReportsArgs;
@@ -46,7 +46,7 @@ pub async fn view(args: &Args) -> anyhow::Result<Written> {
     let (reports, unreadable) = load(&sources, &client).await?;
     let skipped: Vec<String> = unreadable.iter().map(|u| format!("{}: {}", u.name, u.reason)).collect();
     for s in &skipped {
-        eprintln!("warning: skipped {s}");
+        warn(format_args!("skipped {s}"));
     }
     let html = page::render(&reports, &sources, &skipped, drover_proto::time::now_unix(), stale)?;
     drover_proto::layout::write_atomic(&args.out, html.as_bytes()).with_context(|| format!("writing {}", args.out.display()))?;
@@ -54,13 +54,12 @@ pub async fn view(args: &Args) -> anyhow::Result<Written> {
 }
 
 /// Runs `drover fleet view`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
-    let w = view(&args).await?;
-    match out {
-        OutputFormat::Json => print_json(&w),
-        OutputFormat::Table => {
-            println!("wrote {} ({} clusters)", w.out, w.clusters);
-            Ok(())
-        }
+pub async fn run(args: Args) -> anyhow::Result<Written> {
+    view(&args).await
+}
+
+impl Report for Written {
+    fn write_text(&self, out: &mut Text) {
+        out.line(format!("wrote {} ({} clusters)", self.out, self.clusters));
     }
 }

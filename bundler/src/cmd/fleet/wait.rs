@@ -11,7 +11,9 @@ use drover_proto::repo::FetchLimits;
 
 use crate::fleet::gate::Verdict;
 use crate::fleet::{human, parse_duration, short_digest};
-use crate::output::{print_json, print_table, OutputFormat};
+use serde::Serialize;
+
+use crate::output::{note, Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::open_reference;
 
@@ -61,34 +63,52 @@ pub async fn wait(args: &Args) -> anyhow::Result<Verdict> {
         }
         let now = format!("{} of {} ready ({} needed) on sequence {}", v.ready, v.clusters, v.required, v.candidate.sequence);
         if now != last {
-            eprintln!("waiting: {now}; {} elapsed", human(started.elapsed().as_secs() as i64));
+            note(format_args!("waiting: {now}; {} elapsed", human(started.elapsed().as_secs() as i64)));
             last = now;
         }
         tokio::time::sleep(interval).await;
     }
 }
 
-/// Prints a verdict (table: one row per cluster).
-pub fn print_verdict(v: &Verdict, out: OutputFormat) -> anyhow::Result<()> {
-    match out {
-        OutputFormat::Json => print_json(v),
-        OutputFormat::Table => {
-            let rows: Vec<Vec<String>> = v
-                .details
-                .iter()
-                .map(|d| vec![format!("{}.{}", v.candidate.cluster_type, d.cluster_name), if d.ready { "ready".into() } else { "waiting".into() }, d.reason.clone()])
-                .collect();
-            print_table(&["CLUSTER", "GATE", "WHY"], &rows);
-            Ok(())
-        }
+/// Writes a verdict as a table: one row per cluster.
+pub fn write_verdict(v: &Verdict, out: &mut Text) {
+    let rows: Vec<Vec<String>> = v
+        .details
+        .iter()
+        .map(|d| vec![format!("{}.{}", v.candidate.cluster_type, d.cluster_name), if d.ready { "ready".into() } else { "waiting".into() }, d.reason.clone()])
+        .collect();
+    out.table(&["CLUSTER", "GATE", "WHY"], &rows);
+}
+
+/// What `fleet wait` saw last: the verdict (the JSON document), and why it gave up.
+#[derive(Debug, Serialize)]
+pub struct WaitReport {
+    /// The last verdict.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// Why the wait failed (timed out), when it did.
+    #[serde(skip)]
+    pub timed_out: Option<String>,
+}
+
+impl Report for WaitReport {
+    fn write_text(&self, out: &mut Text) {
+        write_verdict(&self.verdict, out);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.timed_out.clone()
     }
 }
 
-/// Runs `drover fleet wait`.
-pub async fn run(args: Args, out: OutputFormat) -> anyhow::Result<()> {
+/// Runs `drover fleet wait`: the last verdict; exit 1 when the timeout ended the wait.
+pub async fn run(args: Args) -> anyhow::Result<WaitReport> {
     let v = wait(&args).await?;
-    print_verdict(&v, out)?;
-    anyhow::ensure!(v.passed, "timed out after {} waiting for {} ({}): {}", args.timeout, args.channel, short_digest(&v.candidate.digest), v.describe());
-    eprintln!("ready: {}", v.describe());
-    Ok(())
+    let timed_out = if v.passed {
+        note(format_args!("ready: {}", v.describe()));
+        None
+    } else {
+        Some(format!("timed out after {} waiting for {} ({}): {}", args.timeout, args.channel, short_digest(&v.candidate.digest), v.describe()))
+    };
+    Ok(WaitReport { verdict: v, timed_out })
 }

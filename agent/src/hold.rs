@@ -1,0 +1,343 @@
+//! The hold gate: an operator at the edge stops this agent from changing its target,
+//! without the CI stage and without stopping the agent. Two ways to hold:
+//!
+//! - `drover-agent hold --state-dir DIR --reason TEXT` writes [`FILE`] into the state
+//!   directory (JSON `{reason, since}`, mode 0600, written to a temporary file and renamed
+//!   into place); `drover-agent release --state-dir DIR` removes it. The running agent
+//!   reads it on every poll (sled is locked by the agent; this file is not);
+//! - the kube target: the annotation [`ANN_HOLD`] (`drover.dev/hold: "<reason>"`) on the
+//!   agent's in-cluster state ConfigMap ([`Target::read_hold`]), for an operator who only
+//!   has kubectl;
+//! - apply windows ([`crate::window`], `--apply-window`, config `applyWindows`): while
+//!   windows are set and none is open, the gate holds with [`HoldOrigin::Window`] and the
+//!   next window's start. Such a hold stops new bundles only: the resync of the applied
+//!   bundle goes on ([`Hold::blocks_resync`]). An operator's hold wins over it.
+//!
+//! While held the agent keeps polling, verifying and reporting; it applies nothing — no
+//! new bundle, no resync (drift stays as it is), no prune. The pipeline asks [`Gate::check`]
+//! on every poll and stops right before apply. Fail-closed: a hold that cannot be read (a
+//! hold file that is unreadable or not a hold, an API error reading the ConfigMap) holds
+//! too, with the error as the reason. Release: the next poll applies the newest verified
+//! bundle.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::private;
+use crate::targets::Target;
+use crate::window::{WindowState, Windows};
+
+/// The hold file in the state directory.
+pub const FILE: &str = "hold.json";
+/// The annotation on the kube target's state ConfigMap that holds the agent.
+pub const ANN_HOLD: &str = "drover.dev/hold";
+/// Longest reason accepted (a reason is shown in status and in fleet reports).
+pub const MAX_REASON: usize = 300;
+
+/// Why the hold file cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum HoldError {
+    /// The state directory does not exist.
+    #[error("{0} does not exist; give the agent's --state-dir")]
+    NoStateDir(String),
+    /// The reason is empty or too long.
+    #[error("--reason: {0}")]
+    Reason(String),
+    /// A file operation failed.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// The hold file is not a hold.
+    #[error("{path} is not a hold file ({message}); remove it with `drover-agent release --state-dir DIR` or hold again")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// The parser's message.
+        message: String,
+    },
+}
+
+/// Where a hold comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HoldOrigin {
+    /// The hold file in the state directory (`drover-agent hold`).
+    File,
+    /// The `drover.dev/hold` annotation on the in-cluster state ConfigMap.
+    Annotation,
+    /// The hold could not be read: held until it can (fail-closed).
+    Unreadable,
+    /// No apply window is open ([`crate::window`]): new bundles wait for the next one; the
+    /// resync of the applied bundle goes on.
+    Window,
+}
+
+impl std::fmt::Display for HoldOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HoldOrigin::File => "hold file",
+            HoldOrigin::Annotation => "annotation drover.dev/hold",
+            HoldOrigin::Unreadable => "unreadable hold",
+            HoldOrigin::Window => "apply window",
+        })
+    }
+}
+
+/// A hold in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hold {
+    /// Why (the operator's words).
+    pub reason: String,
+    /// Since when (RFC 3339).
+    pub since: String,
+    /// Where it comes from.
+    pub by: HoldOrigin,
+    /// When the next apply window opens (RFC 3339), while apply windows are set and none
+    /// is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
+}
+
+impl Hold {
+    fn new(reason: String, since: String, by: HoldOrigin) -> Self {
+        Hold { reason, since, by, next_window: None }
+    }
+
+    /// True when the hold also stops the resync of the applied bundle (every hold but a
+    /// closed apply window: drift correction is not restricted by windows).
+    pub fn blocks_resync(&self) -> bool {
+        self.by != HoldOrigin::Window
+    }
+}
+
+/// What the hold file holds.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FileHold {
+    reason: String,
+    since: String,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> HoldError + '_ {
+    move |e| HoldError::Io { path: path.display().to_string(), message: e.to_string() }
+}
+
+fn file(dir: &Path) -> PathBuf {
+    dir.join(FILE)
+}
+
+/// `drover-agent hold`: writes the hold file (atomically, mode 0600). Holding again
+/// replaces the reason and keeps the first `since`.
+pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(HoldError::Reason("say why the agent is held (shown in status and fleet reports)".into()));
+    }
+    if reason.chars().count() > MAX_REASON {
+        return Err(HoldError::Reason(format!("at most {MAX_REASON} characters")));
+    }
+    if !dir.is_dir() {
+        return Err(HoldError::NoStateDir(dir.display().to_string()));
+    }
+    let since = match read_file(dir) {
+        Ok(Some(h)) => h.since,
+        _ => drover_proto::time::now_rfc3339(),
+    };
+    let body = serde_json::to_vec_pretty(&FileHold { reason: reason.to_string(), since: since.clone() }).expect("hold serializes");
+    let tmp = dir.join(format!(".{FILE}.{}", std::process::id()));
+    private::write_file(&tmp, &body).map_err(io_err(&tmp))?;
+    let path = file(dir);
+    fs::rename(&tmp, &path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err(&path)(e)
+    })?;
+    Ok(Hold::new(reason.to_string(), since, HoldOrigin::File))
+}
+
+/// `drover-agent release`: removes the hold file; the hold it removed, if any.
+pub fn release(dir: &Path) -> Result<Option<Hold>, HoldError> {
+    if !dir.is_dir() {
+        return Err(HoldError::NoStateDir(dir.display().to_string()));
+    }
+    let held = read_file(dir).unwrap_or(None);
+    let path = file(dir);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(held.or_else(|| Some(Hold::new(String::new(), String::new(), HoldOrigin::File)))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&path)(e)),
+    }
+}
+
+/// The hold file's hold, `None` when there is no hold file.
+pub fn read_file(dir: &Path) -> Result<Option<Hold>, HoldError> {
+    let path = file(dir);
+    let data = match fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let h: FileHold = serde_json::from_slice(&data).map_err(|e| HoldError::Corrupt { path: path.display().to_string(), message: e.to_string() })?;
+    Ok(Some(Hold::new(h.reason, h.since, HoldOrigin::File)))
+}
+
+/// Reads the holds on every poll, and the apply windows. Remembers when it first saw an
+/// annotation hold, for its `since` when the ConfigMap does not tell.
+#[derive(Debug, Default)]
+pub struct Gate {
+    dir: Option<PathBuf>,
+    windows: Windows,
+    seen: Option<(HoldOrigin, String)>,
+}
+
+impl Gate {
+    /// A gate reading the hold file in `state_dir` (and the target's hold).
+    pub fn new(state_dir: &Path) -> Self {
+        Gate { dir: Some(state_dir.to_path_buf()), windows: Windows::default(), seen: None }
+    }
+
+    /// The gate also holds new bundles while none of `windows` is open.
+    pub fn with_windows(self, windows: Windows) -> Self {
+        Gate { windows, ..self }
+    }
+
+    /// The operator's `hold` (which wins), else a [`HoldOrigin::Window`] hold while apply
+    /// windows are set and none is open; either way with the next window's start.
+    fn window(&self, hold: Option<Hold>) -> Option<Hold> {
+        let WindowState::Closed { since, next } = self.windows.at(jiff::Timestamp::now()) else {
+            return hold;
+        };
+        let next = next.map(|t| drover_proto::time::format_rfc3339(t.as_second()).unwrap_or_else(|_| t.to_string()));
+        let mut hold = hold.unwrap_or_else(|| {
+            let since = since.and_then(|t| drover_proto::time::format_rfc3339(t.as_second()).ok()).unwrap_or_default();
+            let reason = match &next {
+                Some(n) => format!("outside the apply windows; the next opens at {n}"),
+                None => "outside the apply windows; no schedule opens one again".to_string(),
+            };
+            Hold::new(reason, since, HoldOrigin::Window)
+        });
+        hold.next_window = next;
+        Some(hold)
+    }
+
+    /// The hold in force for `source`, if any: the hold file first, then the target's.
+    /// A hold that cannot be read is a hold ([`HoldOrigin::Unreadable`]).
+    pub async fn check(&mut self, target: &dyn Target, source: &str) -> Option<Hold> {
+        let from_file = match &self.dir {
+            Some(dir) => read_file(dir).map_err(|e| e.to_string()),
+            None => Ok(None),
+        };
+        let found = match from_file {
+            Ok(Some(h)) => Ok(Some(h)),
+            Err(e) => Err(e),
+            Ok(None) => match target.read_hold(source).await {
+                Ok(Some(th)) => Ok(Some((th.reason, th.since, HoldOrigin::Annotation))),
+                Ok(None) => Ok(None),
+                Err(e) => Err(format!("cannot read the {ANN_HOLD} annotation: {e}")),
+            }
+            .map(|o| o.map(|(reason, since, by)| Hold::new(reason, since.unwrap_or_default(), by))),
+        };
+        let mut hold = match found {
+            Ok(h) => h,
+            Err(e) => Some(Hold::new(format!("{e}; holding until it can be read"), String::new(), HoldOrigin::Unreadable)),
+        };
+        hold = self.window(hold);
+        match hold.as_mut() {
+            None => self.seen = None,
+            Some(h) => {
+                let first = match &self.seen {
+                    Some((by, at)) if *by == h.by => at.clone(),
+                    _ => drover_proto::time::now_rfc3339(),
+                };
+                self.seen = Some((h.by, first.clone()));
+                if h.since.is_empty() {
+                    h.since = first;
+                }
+                if h.reason.trim().is_empty() {
+                    h.reason = "(no reason given)".into();
+                }
+            }
+        }
+        if let Some(h) = &hold {
+            tracing::debug!(by = %h.by, reason = %h.reason, "held");
+        }
+        hold
+    }
+}
+
+/// A hold as status and reports show it: the hold plus the newest verified bundle that
+/// waits for the release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Held {
+    /// Why.
+    pub reason: String,
+    /// Since when (RFC 3339).
+    pub since: String,
+    /// Where the hold comes from.
+    pub by: HoldOrigin,
+    /// The newest verified digest that is not applied because of the hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_digest: Option<String>,
+    /// Its sequence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_sequence: Option<u64>,
+    /// When the next apply window opens (RFC 3339), while apply windows are set and none
+    /// is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
+}
+
+impl Held {
+    /// `hold` with the waiting bundle `(digest, sequence)`.
+    pub fn new(hold: Hold, waiting: Option<&(String, u64)>) -> Self {
+        Held {
+            reason: hold.reason,
+            since: hold.since,
+            by: hold.by,
+            waiting_digest: waiting.map(|w| w.0.clone()),
+            waiting_sequence: waiting.map(|w| w.1),
+            next_window: hold.next_window,
+        }
+    }
+}
+
+/// The hold shown by `drover-agent status` when no agent answers: the hold file of
+/// `state_dir`, waiting for the digest of the last attempt when it was held.
+pub fn offline(state_dir: Option<&Path>, state: &crate::record::SourceState) -> Option<Held> {
+    let hold = read_file(state_dir?).ok().flatten()?;
+    let waiting = state
+        .last_attempt
+        .as_ref()
+        .filter(|a| a.result == crate::record::AttemptResult::Held && a.digest != state.applied_digest)
+        .and_then(|a| Some((a.digest.clone()?, a.sequence?)));
+    Some(Held::new(hold, waiting.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hold_release_round_trip() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(read_file(tmp.path()).unwrap().is_none());
+        assert!(hold(tmp.path(), "  ").is_err());
+        let h = hold(tmp.path(), "night shift").unwrap();
+        let again = hold(tmp.path(), "still the night shift").unwrap();
+        assert_eq!(again.since, h.since, "holding again keeps since");
+        assert_eq!(read_file(tmp.path()).unwrap().unwrap().reason, "still the night shift");
+        assert!(release(tmp.path()).unwrap().is_some());
+        assert!(release(tmp.path()).unwrap().is_none());
+        fs::write(tmp.path().join(FILE), "garbage").unwrap();
+        assert!(read_file(tmp.path()).unwrap_err().to_string().contains("not a hold file"));
+        assert!(hold(&tmp.path().join("nope"), "x").unwrap_err().to_string().contains("--state-dir"));
+    }
+}

@@ -1,0 +1,203 @@
+//! `drover-agent plan`: what applying the newest bundle would do on this target, changing
+//! nothing. The same path as a poll up to the plan stage — resolve, admission (fetch and
+//! verify: signatures, cluster type, environment, anti-rollback; [`crate::admit`]),
+//! unpack, policy and order ([`crate::plan`]) — then, instead of apply and prune, the
+//! target's [`Target::plan_apply`] and, with the prune stage's own decision (inventory
+//! difference, Namespaces held back, the safety valve: [`crate::prune::decide`]),
+//! [`Target::plan_prune`].
+//!
+//! Nothing is written: not the target (the kube target's dry run stores nothing; the dir
+//! target is only read), not the state directory. sled locks the database of a running
+//! agent and opening it writes, so plan reads a private copy of `STATE_DIR/db` in a
+//! temporary directory (removed afterwards); the floor and inventory are also raised by
+//! the target's record ([`crate::recall`]), read only.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::admit::Admission;
+use crate::config::{Settings, TargetSpec};
+use crate::record::Store;
+use crate::resolve::Source;
+use crate::targets::{ObjectPlan, PlanAction, Target};
+use crate::verify::Expectations;
+
+/// What `plan` found.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReport {
+    /// The source.
+    pub source: String,
+    /// The target.
+    pub target: String,
+    /// The bundle planned (the channel's newest, verified).
+    pub digest: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The applied bundle, when one is recorded.
+    pub applied_digest: Option<String>,
+    /// Its sequence.
+    pub applied_sequence: Option<u64>,
+    /// True when applying would change the target (exit code 3).
+    pub changes: bool,
+    /// Objects per action.
+    pub summary: std::collections::BTreeMap<String, usize>,
+    /// Per object, in apply order, then the prune candidates.
+    pub objects: Vec<ObjectPlan>,
+    /// Notes (the prune safety valve, an unreadable in-cluster record).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// How `plan` ended.
+pub enum Planned {
+    /// The plan.
+    Plan(PlanReport),
+    /// The bundle would be refused or cannot be fetched (`stage`: resolve, fetch,
+    /// verify, unpack, plan).
+    Refused {
+        /// Where.
+        stage: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Copies the database of `state_dir` (if any) into `into`, for reading.
+fn copy_db(state_dir: &Path, into: &Path) -> anyhow::Result<()> {
+    let src = state_dir.join("db");
+    if !src.is_dir() {
+        return Ok(());
+    }
+    let mut todo = vec![(src.clone(), into.join("db"))];
+    while let Some((from, to)) = todo.pop() {
+        crate::private::create_dir_all(&to).with_context(|| format!("copying {}", from.display()))?;
+        for e in std::fs::read_dir(&from).with_context(|| format!("reading {}", from.display()))? {
+            let e = e?;
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                todo.push((e.path(), to.join(e.file_name())));
+            } else if ft.is_file() {
+                std::fs::copy(e.path(), to.join(e.file_name())).with_context(|| format!("copying {}", e.path().display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens the target for reading only.
+async fn target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
+    match &settings.target {
+        TargetSpec::Dir(p) => Ok(Arc::new(crate::targets::dir::DirTarget::at(p))),
+        TargetSpec::Kube => crate::run::open_target(settings).await,
+    }
+}
+
+/// Plans the newest bundle of `settings.source` on its target.
+pub async fn plan(settings: &Settings) -> anyhow::Result<Planned> {
+    let trust = crate::run::trust(settings)?;
+    let fingerprint = trust.fingerprint();
+    let copy = tempfile::tempdir().context("a temporary directory for the copy of the state database")?;
+    copy_db(&settings.state_dir, copy.path())?;
+    let store = Store::open(copy.path()).context("reading the copy of the state database")?;
+    let client = crate::run::registry_client(settings)?;
+    let mut source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
+    let target = target(settings).await?;
+    let (state, note) = crate::recall::recall(target.as_ref(), store.source(&settings.source)?).await;
+    let refused = |stage: &'static str| move |e: crate::stage::StageError| Planned::Refused { stage, message: e.message().to_string() };
+    let digest = match crate::resolve::resolve(&mut source).await {
+        Ok(d) => d,
+        Err(e) => return Ok(refused("resolve")(e)),
+    };
+    let expect = Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() };
+    let admission = Admission { source: &source, store: &store, trust: &trust, fingerprint: &fingerprint, expect: &expect, state: &state };
+    let verified = match admission.admit(&digest).await {
+        Ok(a) => a.verified,
+        Err(stop) => return Ok(Planned::Refused { stage: stop.stage, message: stop.error.message().to_string() }),
+    };
+    let allow_mass_prune = verified.bundle.config.allow_mass_prune;
+    let unpacked = match crate::unpack::unpack(verified, target.needs_values()) {
+        Ok(u) => u,
+        Err(e) => return Ok(refused("unpack")(e)),
+    };
+    let policy = crate::run::policy(settings);
+    let known = match crate::plan::cluster_kinds(target.as_ref(), &unpacked, &policy).await {
+        Ok(k) => k,
+        Err(e) => return Ok(refused("plan")(e)),
+    };
+    let req = match crate::plan::plan(unpacked, &policy, &known, &settings.source, &settings.field_manager) {
+        Ok(r) => r,
+        Err(e) => return Ok(refused("plan")(e)),
+    };
+    let mut objects = target.plan_apply(&req).await.context("planning the apply")?;
+    let mut notes: Vec<String> = note.into_iter().collect();
+    let namespaces: Vec<_> = crate::prune::candidates(&state.inventory, &req).into_iter().filter(crate::prune::is_namespace).collect();
+    let contents = if namespaces.is_empty() { Vec::new() } else { target.namespace_contents(&namespaces).await };
+    let decision = crate::prune::decide(&state.inventory, &req, &contents, settings.max_prune_ratio, allow_mass_prune);
+    for h in decision.held {
+        objects.push(ObjectPlan::with(h.object, PlanAction::PruneRefused, h.message));
+    }
+    match decision.decision {
+        crate::prune::Decision::Nothing => {}
+        crate::prune::Decision::Refused { candidates, message } => {
+            objects.extend(candidates.into_iter().map(|c| ObjectPlan::with(c, PlanAction::PruneRefused, "prune safety valve")));
+            notes.push(message);
+        }
+        crate::prune::Decision::Prune(preq) => {
+            objects.extend(target.plan_prune(&preq).await.context("planning the prune")?);
+        }
+    }
+    let mut summary = std::collections::BTreeMap::new();
+    for o in &objects {
+        let name = serde_json::to_value(o.action).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        *summary.entry(name).or_insert(0) += 1;
+    }
+    Ok(Planned::Plan(PlanReport {
+        source: settings.source.clone(),
+        target: target.describe(),
+        digest: req.digest.clone(),
+        sequence: req.sequence,
+        applied_digest: state.applied_digest.clone(),
+        applied_sequence: state.applied_sequence,
+        changes: objects.iter().any(|o| o.action.changes()),
+        summary,
+        objects,
+        notes,
+    }))
+}
+
+impl PlanReport {
+    /// True when some object would fail.
+    pub fn fails(&self) -> bool {
+        self.objects.iter().any(|o| o.action == PlanAction::Failed)
+    }
+
+    /// Human-readable rendering.
+    pub fn to_text(&self) -> String {
+        let applied = match (&self.applied_digest, self.applied_sequence) {
+            (Some(d), Some(s)) => format!("{d} sequence {s}"),
+            _ => "nothing".into(),
+        };
+        let mut out = format!("plan: {} sequence {} on {} (applied: {applied})\n", self.digest, self.sequence, self.target);
+        for o in &self.objects {
+            let action = serde_json::to_value(o.action).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            out += &format!("  {action:<13} {}", o.object);
+            if !o.message.is_empty() {
+                out += &format!("  ({})", o.message);
+            }
+            out.push('\n');
+            for c in &o.diff {
+                out += &format!("      {}: {} -> {}\n", c.path, crate::diff::short(&c.before), crate::diff::short(&c.after));
+            }
+        }
+        for n in &self.notes {
+            out += &format!("note: {n}\n");
+        }
+        let counts: Vec<String> = self.summary.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        out += &format!("{}{}\n", counts.join(", "), if self.changes { "" } else { "; nothing would change" });
+        out
+    }
+}
