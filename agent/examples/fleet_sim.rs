@@ -46,6 +46,9 @@ struct Args {
     /// Environment named in the reports.
     #[arg(long, default_value = "prod")]
     environment: String,
+    /// Measure this process's CPU use per window (the registry's PID).
+    #[arg(long)]
+    watch_pid: Option<u32>,
 }
 
 fn duration(s: &str) -> anyhow::Result<Duration> {
@@ -66,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         report_interval: duration(&a.report_interval)?,
         clients: a.clients,
         seed_concurrency: a.seed_concurrency,
+        watch_pid: a.watch_pid,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let result = rt.block_on(run(cfg))?;

@@ -42,6 +42,8 @@ pub struct SimConfig {
     pub clients: usize,
     /// Reports written at once while seeding.
     pub seed_concurrency: usize,
+    /// A process (the registry) whose CPU use is measured in each window (Linux `/proc`).
+    pub watch_pid: Option<u32>,
 }
 
 /// One phase's numbers.
@@ -62,6 +64,18 @@ pub struct Phase {
     pub max_ms: f64,
     /// Reports written in the window (heartbeats).
     pub reports: usize,
+    /// CPU the watched process (the registry) used in the window, in cores.
+    pub registry_cpu_cores: Option<f64>,
+    /// CPU this process (the simulated agents) used in the window, in cores.
+    pub sim_cpu_cores: Option<f64>,
+}
+
+/// CPU time (user + system) of a process so far, in seconds, from `/proc/PID/stat`.
+fn cpu_secs(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0) // USER_HZ is 100 on Linux
 }
 
 /// The whole run.
@@ -152,7 +166,7 @@ async fn agent_loop(mut a: SimAgent, poll: Duration, report_interval: Duration, 
         let mut rng = rand::rng();
         (report_interval.mul_f64(rng.random_range(0.0..1.0)), poll.mul_f64(rng.random_range(0.0..1.0)))
     };
-    a.reporter.backdate_last_write(age);
+    a.reporter.pretend_last_write(age);
     tokio::time::sleep(first).await;
     while !stop.load(Ordering::Relaxed) {
         let w = window.lock().expect("window").clone();
@@ -173,6 +187,32 @@ async fn agent_loop(mut a: SimAgent, poll: Duration, report_interval: Duration, 
     }
 }
 
+/// Opens a fresh window for the agents, waits `length`, closes it and returns its numbers.
+async fn measure(window: &Mutex<Arc<Window>>, length: Duration, agents: usize, watch_pid: Option<u32>) -> Phase {
+    let watched = watch_pid.map(|p| p.to_string());
+    let cpu_before = (watched.as_deref().and_then(cpu_secs), cpu_secs("self"));
+    let opened = Instant::now();
+    let w = Arc::new(Window { open: AtomicBool::new(true), samples: Mutex::new(Vec::new()), errors: AtomicUsize::new(0), reports: AtomicUsize::new(0) });
+    *window.lock().expect("window") = w.clone();
+    tokio::time::sleep(length).await;
+    w.open.store(false, Ordering::Relaxed);
+    let secs = opened.elapsed().as_secs_f64();
+    let cores = |before: Option<f64>, pid: Option<&str>| Some((cpu_secs(pid?)? - before?) / secs);
+    let mut samples = std::mem::take(&mut *w.samples.lock().expect("samples"));
+    samples.sort_unstable();
+    Phase {
+        agents,
+        heads: samples.len(),
+        head_errors: w.errors.load(Ordering::Relaxed),
+        p50_ms: percentile(&samples, 0.50),
+        p99_ms: percentile(&samples, 0.99),
+        max_ms: percentile(&samples, 1.0),
+        reports: w.reports.load(Ordering::Relaxed),
+        registry_cpu_cores: cores(cpu_before.0, watched.as_deref()),
+        sim_cpu_cores: cores(cpu_before.1, Some("self")),
+    }
+}
+
 /// Runs the simulation: seeds every agent's report, then for each phase starts the
 /// phase's new agents, lets them settle for one poll interval, measures for the window.
 pub async fn run(cfg: SimConfig) -> anyhow::Result<SimResult> {
@@ -184,8 +224,8 @@ pub async fn run(cfg: SimConfig) -> anyhow::Result<SimResult> {
     let seeded = agents.len();
     let seed_secs = started.elapsed().as_secs_f64();
     let stop = Arc::new(AtomicBool::new(false));
-    let fresh = || Arc::new(Window { open: AtomicBool::new(false), samples: Mutex::new(Vec::new()), errors: AtomicUsize::new(0), reports: AtomicUsize::new(0) });
-    let window = Arc::new(Mutex::new(fresh()));
+    let closed = Window { open: AtomicBool::new(false), samples: Mutex::new(Vec::new()), errors: AtomicUsize::new(0), reports: AtomicUsize::new(0) };
+    let window = Arc::new(Mutex::new(Arc::new(closed)));
     let mut pending = agents.into_iter();
     let mut active = 0;
     let mut phases = Vec::new();
@@ -196,22 +236,7 @@ pub async fn run(cfg: SimConfig) -> anyhow::Result<SimResult> {
         }
         active = n.max(active);
         tokio::time::sleep(cfg.poll).await; // every new agent has polled once
-        let w = fresh();
-        w.open.store(true, Ordering::Relaxed);
-        *window.lock().expect("window") = w.clone();
-        tokio::time::sleep(cfg.window).await;
-        w.open.store(false, Ordering::Relaxed);
-        let mut samples = std::mem::take(&mut *w.samples.lock().expect("samples"));
-        samples.sort_unstable();
-        phases.push(Phase {
-            agents: active,
-            heads: samples.len(),
-            head_errors: w.errors.load(Ordering::Relaxed),
-            p50_ms: percentile(&samples, 0.50),
-            p99_ms: percentile(&samples, 0.99),
-            max_ms: percentile(&samples, 1.0),
-            reports: w.reports.load(Ordering::Relaxed),
-        });
+        phases.push(measure(&window, cfg.window, active, cfg.watch_pid).await);
         tracing::info!(?phases, "phase done");
     }
     stop.store(true, Ordering::Relaxed);

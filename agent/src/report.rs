@@ -3,7 +3,9 @@
 //! builds the report ([`drover_proto::report::Report`]) and pushes it when it says
 //! something new, or as a heartbeat every `--report-interval`. Pushes run in their own
 //! task, one at a time and bounded: an unreachable or stalled registry never delays a
-//! poll or an apply; a failed push is retried after the next poll.
+//! poll or an apply. A failed push is retried after a poll once [`retry_delay`] has passed
+//! (30 s, doubling, at most the heartbeat interval): a fleet whose registry refuses its
+//! reports does not send a write per agent on every poll.
 //!
 //! `healthSince` is the time this agent first saw the applied digest with its health. On
 //! its first report a (re)started agent — a new leader with an empty state directory
@@ -26,6 +28,15 @@ use crate::targets::{Action, Health};
 
 /// Bound of one report push (and of the read of the previous report).
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(20);
+/// Wait after the first failed push before the next try; doubled after each further one.
+pub const RETRY_FIRST: Duration = Duration::from_secs(30);
+
+/// How long to wait after the `failures`-th failed push in a row: [`RETRY_FIRST`] doubled
+/// for each earlier failure, at most `interval` (the heartbeat).
+pub fn retry_delay(failures: u32, interval: Duration) -> Duration {
+    let doubled = RETRY_FIRST.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    doubled.min(interval)
+}
 
 /// What the agent last recorded, as far as a report is concerned.
 #[derive(Debug, Clone, Default)]
@@ -114,13 +125,15 @@ pub struct Reporter {
     pushed: Option<(String, Instant)>,
     /// Set once a report was written by this process (the predecessor's was read).
     primed: bool,
+    /// Failed pushes in a row, and when the last one failed.
+    failed: Option<(u32, Instant)>,
     task: Option<Push>,
 }
 
 impl Reporter {
     /// A reporter writing into `repo`.
     pub fn new(repo: Repo, settings: ReportSettings) -> Self {
-        Reporter { repo, settings, since: None, pushed: None, primed: false, task: None }
+        Reporter { repo, settings, since: None, pushed: None, primed: false, failed: None, task: None }
     }
 
     /// Where reports go, for logs.
@@ -169,11 +182,23 @@ impl Reporter {
 
     /// True when `report` is worth a write: it says something new, the heartbeat is
     /// due, or nothing was written yet.
-    fn due(&self, report: &Report) -> bool {
+    fn due(&self, report: &Report, now: Instant) -> bool {
         match &self.pushed {
             None => true,
-            Some((fp, at)) => *fp != report.fingerprint() || at.elapsed() >= self.settings.interval,
+            Some((fp, at)) => *fp != report.fingerprint() || now.saturating_duration_since(*at) >= self.settings.interval,
         }
+    }
+
+    /// True while the last push failed less than [`retry_delay`] ago.
+    fn backing_off(&self, now: Instant) -> bool {
+        self.failed.is_some_and(|(n, at)| now.saturating_duration_since(at) < retry_delay(n, self.settings.interval))
+    }
+
+    /// Counts a failed push at `now`; returns the wait before the next try.
+    fn failed_at(&mut self, now: Instant) -> Duration {
+        let n = self.failed.map_or(1, |(n, _)| n.saturating_add(1));
+        self.failed = Some((n, now));
+        retry_delay(n, self.settings.interval)
     }
 
     /// Collects a finished push (without waiting).
@@ -190,9 +215,16 @@ impl Reporter {
                 tracing::debug!(to = %self.describe(), health = %pushed.health, "report written");
                 self.pushed = Some((pushed.fingerprint(), Instant::now()));
                 self.primed = true;
+                self.failed = None;
             }
-            Ok(Err(e)) => tracing::warn!("report not written (retried after the next poll): {e}"),
-            Err(e) => tracing::warn!("report task: {e}"),
+            Ok(Err(e)) => {
+                let wait = self.failed_at(Instant::now());
+                tracing::warn!("report not written (retried in {}): {e}", humantime::format_duration(wait));
+            }
+            Err(e) => {
+                let wait = self.failed_at(Instant::now());
+                tracing::warn!("report task (retried in {}): {e}", humantime::format_duration(wait));
+            }
         }
     }
 
@@ -224,31 +256,36 @@ impl Reporter {
                 self.collect(result);
             }
         }
+        let now = Instant::now();
+        if self.backing_off(now) {
+            return false;
+        }
         let report = self.build(obs);
-        let due = self.due(&report);
+        let due = self.due(&report, now);
         if due {
             self.spawn(report);
         }
         due
     }
 
-    /// Pretends the last report was written `age` earlier than it was (the fleet
-    /// simulation spreads its agents' heartbeats as a long-running fleet has them).
-    pub fn backdate_last_write(&mut self, age: Duration) {
+    /// Pretends the last report was written `age` ago (the fleet simulation starts its
+    /// agents with their heartbeats spread as a long-running fleet has them).
+    pub fn pretend_last_write(&mut self, age: Duration) {
         if let Some((_, at)) = self.pushed.as_mut() {
-            *at = at.checked_sub(age).unwrap_or(*at);
+            let now = Instant::now();
+            *at = now.checked_sub(age).unwrap_or(now);
         }
     }
 
     /// Writes the report now if it is due (`--once`, shutdown), waiting for a push in
-    /// flight first; bounded by [`PUSH_TIMEOUT`] each.
+    /// flight first, backing off or not; bounded by [`PUSH_TIMEOUT`] each.
     pub async fn flush(&mut self, obs: &Observed) {
         if let Some(task) = self.task.take() {
             let result = task.await;
             self.collect(result);
         }
         let report = self.build(obs);
-        if self.due(&report) {
+        if self.due(&report, Instant::now()) {
             self.spawn(report);
             if let Some(task) = self.task.take() {
                 let result = task.await;
@@ -270,5 +307,45 @@ async fn adopt_since(repo: &Repo, report: &mut Report) {
         }
         Ok(_) => {}
         Err(e) => tracing::debug!("previous report unreadable, healthSince starts now: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_pushes_back_off_up_to_the_heartbeat() {
+        let five = Duration::from_secs(300);
+        let delays: Vec<u64> = (1..=7).map(|n| retry_delay(n, five).as_secs()).collect();
+        assert_eq!(delays, [30, 60, 120, 240, 300, 300, 300]);
+        assert_eq!(retry_delay(u32::MAX, five), five, "no overflow");
+        assert_eq!(retry_delay(1, Duration::from_secs(10)).as_secs(), 10, "never longer than the heartbeat");
+    }
+
+    #[test]
+    fn a_failed_push_waits_and_a_written_one_clears_the_wait() {
+        let client = RegistryClient::new(RegistryOptions::default()).unwrap();
+        let to = Reference::parse("127.0.0.1:9/fleet/drover-reports").unwrap();
+        let settings = ReportSettings {
+            cluster_name: "c1".into(),
+            cluster_type: "edge".into(),
+            environment: "prod".into(),
+            channel: "prod".into(),
+            to: to.clone(),
+            interval: Duration::from_secs(300),
+            docker_config: None,
+        };
+        let mut r = Reporter::new(Repo::open(&to, &client, true).unwrap().0, settings);
+        let t0 = Instant::now();
+        assert!(!r.backing_off(t0));
+        assert_eq!(r.failed_at(t0), Duration::from_secs(30));
+        assert!(r.backing_off(t0 + Duration::from_secs(29)));
+        assert!(!r.backing_off(t0 + Duration::from_secs(30)));
+        assert_eq!(r.failed_at(t0 + Duration::from_secs(30)), Duration::from_secs(60));
+        assert!(r.backing_off(t0 + Duration::from_secs(89)));
+        let report = r.build(&Observed::default());
+        r.collect(Ok(Ok(report)));
+        assert!(!r.backing_off(Instant::now()), "a written report ends the backoff");
     }
 }

@@ -225,6 +225,14 @@ impl RegistryClient {
         if self.blob_exists(r, digest).await? {
             return Ok(false);
         }
+        self.upload_blob(r, digest, data).await?;
+        Ok(true)
+    }
+
+    /// Uploads a blob without asking first whether the repository has it (`POST`, then
+    /// `PUT` with the digest): for blobs that are new by construction, such as a fleet
+    /// report's config, where the `HEAD` would be one wasted request per write.
+    pub async fn upload_blob(&self, r: &RegistryRef, digest: &str, data: Vec<u8>) -> Result<(), StoreError> {
         let what = format!("push blob {digest} to {}", r.repository_url());
         let start = self.call(r, Method::POST, "blobs/uploads/", Scope::Push, &what);
         let res = self.engine.send(&start).await?;
@@ -249,7 +257,7 @@ impl RegistryClient {
         };
         let res = self.engine.send(&put).await?;
         match res.status().as_u16() {
-            201 | 204 => Ok(true),
+            201 | 204 => Ok(()),
             _ => Err(self.engine.unexpected(&what, res).await),
         }
     }

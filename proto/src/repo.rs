@@ -197,6 +197,15 @@ impl Repo {
         }
     }
 
+    /// Stores a blob that is new by construction without asking first whether it is
+    /// present (on a registry: no `HEAD`, see [`RegistryClient::upload_blob`]).
+    pub async fn put_new_blob(&self, digest: &str, data: Vec<u8>) -> Result<(), StoreError> {
+        match self {
+            Repo::Registry { client, repo } => client.upload_blob(repo, digest, data).await,
+            Repo::Layout { .. } => self.put_blob(digest, data).await.map(|_| ()),
+        }
+    }
+
     /// Stores manifest bytes, tagged with `tag` when given. Returns the digest.
     pub async fn put_manifest(&self, bytes: Vec<u8>, media_type: &str, tag: Option<&str>) -> Result<String, StoreError> {
         match self {

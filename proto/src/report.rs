@@ -308,15 +308,16 @@ pub fn manifest_for(config: &[u8], reported_at: &str) -> Vec<u8> {
     serde_json::to_vec(&m).expect("manifest serializes")
 }
 
-/// Writes a report into `repo` under its tag: the config blob, then the manifest.
-/// Returns the manifest digest.
+/// Writes a report into `repo` under its tag: the config blob, then the manifest (on a
+/// registry three requests: the config is new on every write, `reportedAt`, so nobody
+/// asks whether it is there). Returns the manifest digest.
 pub async fn push(repo: &Repo, report: &Report) -> Result<String, StoreError> {
     let config = report.to_bytes();
     if config.len() as u64 > MAX_REPORT_BYTES {
         return Err(StoreError::TooLarge { what: format!("report {}", report.tag()), size: config.len() as u64, limit: MAX_REPORT_BYTES });
     }
     let manifest = manifest_for(&config, &report.reported_at);
-    repo.put_blob(&sha256_digest(&config), config).await?;
+    repo.put_new_blob(&sha256_digest(&config), config).await?;
     repo.put_manifest(manifest, media::OCI_MANIFEST, Some(&report.tag())).await
 }
 

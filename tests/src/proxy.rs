@@ -1,6 +1,6 @@
 //! A recording TCP proxy on loopback in front of a plain HTTP server (a registry, a
 //! token server): it forwards bytes unchanged and records each request's request line
-//! and `Authorization` header, so tests can count requests and see which credentials
+//! and `Authorization` header (request bodies with a `Content-Length` are skipped), so tests can count requests and see which credentials
 //! reached which host. Stops accepting when dropped. Test support only.
 
 use std::io::{Read, Write};
@@ -80,12 +80,23 @@ fn relay(client: TcpStream, server: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
         let mut buf = [0u8; 16384];
         let mut pending: Vec<u8> = Vec::new();
         let mut current: Option<usize> = None;
+        // Request bodies (Content-Length) are skipped, so a body never reads as a request line.
+        let (mut length, mut body_left) = (0usize, 0usize);
         while let Ok(n) = cr.read(&mut buf) {
             if n == 0 {
                 break;
             }
             pending.extend_from_slice(&buf[..n]);
-            while let Some(i) = pending.windows(2).position(|w| w == b"\r\n") {
+            loop {
+                if body_left > 0 {
+                    let k = body_left.min(pending.len());
+                    pending.drain(..k);
+                    body_left -= k;
+                    if body_left > 0 {
+                        break;
+                    }
+                }
+                let Some(i) = pending.windows(2).position(|w| w == b"\r\n") else { break };
                 let line = String::from_utf8_lossy(&pending[..i]).into_owned();
                 let mut s = seen.lock().unwrap();
                 if line.ends_with(" HTTP/1.1") || line.ends_with(" HTTP/1.0") {
@@ -94,13 +105,17 @@ fn relay(client: TcpStream, server: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
                 } else if let (Some(c), Some((k, v))) = (current, line.split_once(':')) {
                     if k.eq_ignore_ascii_case("authorization") {
                         s[c].authorization = Some(v.trim().to_string());
+                    } else if k.eq_ignore_ascii_case("content-length") {
+                        length = v.trim().parse().unwrap_or(0);
                     }
                 } else if line.is_empty() {
                     current = None;
+                    body_left = std::mem::take(&mut length);
                 }
                 pending.drain(..i + 2);
             }
-            // Bodies are not parsed: keep the scan buffer small on big uploads.
+            // A body without a length (not sent by the clients under test): keep the scan
+            // buffer small.
             if pending.len() > 64 * 1024 {
                 pending.clear();
             }

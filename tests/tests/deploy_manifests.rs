@@ -2,7 +2,8 @@
 //! agent configuration it ships works: the kustomization's resources are bundled with the
 //! real `drover push` and applied by the real `drover-agent --target kube` (drover's own
 //! loader, not kubectl), then the shipped `agent.yaml` runs the agent — leader election
-//! included — with only the site-specific values (source, key, state dir) overridden.
+//! and its fleet report included — with only the site-specific values (source, key,
+//! state dir) overridden.
 
 mod kube_support;
 
@@ -84,6 +85,36 @@ fn deploy_kubernetes_is_accepted_and_its_config_runs(env: &Env) {
     let lease = env.kubectl_ok(&["get", "lease", "drover-agent", "-n", "drover-system", "-o", "json"]).json();
     assert!(lease["spec"]["acquireTime"].is_string(), "{lease:#}");
     assert!(lease["spec"]["renewTime"].is_string(), "{lease:#}");
+
+    // 3. The shipped config reports (docs/fleet.md): the cluster name comes from the
+    //    ConfigMap and the report lands next to the source, read back as an operator
+    //    would; the report credentials are their own optional docker-config Secret,
+    //    mounted where `reportDockerConfig` points (not the trust keys, not the source's).
+    let cfg: Value = serde_yaml_ng::from_str(agent_yaml).unwrap();
+    let cluster_name = cfg["clusterName"].as_str().expect("clusterName in the shipped agent.yaml");
+    let reports = env.reg.reference("fleet/drover-reports");
+    let out = drover_tests::run("drover", &["-o", "json", "fleet", "status", "--reports", &reports, "--plain-http", "--stale", "1h"], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let fleet = out.json();
+    let reported = fleet["clusters"].as_array().expect("clusters");
+    assert_eq!(reported.len(), 1, "one cluster reported: {fleet:#}");
+    let r = &reported[0];
+    assert_eq!(r["clusterName"], cluster_name, "{r:#}");
+    assert_eq!(r["clusterType"], "cloud-standard", "{r:#}");
+    assert_eq!(r["environment"], "prod", "{r:#}");
+    assert_eq!(r["appliedDigest"], status["appliedDigest"], "{r:#}");
+    assert_eq!(r["lastResult"], attempt["result"], "{r:#}");
+    let credentials = Path::new(cfg["reportDockerConfig"].as_str().expect("reportDockerConfig in the shipped agent.yaml"));
+    let dir = credentials.parent().unwrap().to_str().unwrap();
+    let mount = c["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == dir).unwrap_or_else(|| panic!("nothing mounted at {dir}: {c:#}"));
+    assert_eq!(mount["readOnly"], true, "{mount:#}");
+    let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).expect("the mounted volume");
+    let secret = &volume["secret"];
+    let trust = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "trust-keys").expect("trust-keys volume");
+    assert!(secret["secretName"].is_string() && secret["secretName"] != trust["secret"]["secretName"], "a Secret of its own: {volume:#}");
+    assert_eq!(secret["optional"], true, "the agent starts (and reports anonymously) before the Secret exists: {volume:#}");
+    assert_eq!(secret["items"][0]["key"], ".dockerconfigjson", "`kubectl create secret docker-registry` key: {volume:#}");
+    assert_eq!(secret["items"][0]["path"], credentials.file_name().unwrap().to_str().unwrap(), "{volume:#}");
 
     // A typo in the config is refused at start, naming the field, with nothing applied.
     std::fs::write(&config_path, format!("{agent_yaml}maxPruneRatoi: 0.9\n")).unwrap();

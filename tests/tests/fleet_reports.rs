@@ -3,7 +3,9 @@
 //! report's format as an independent peer (skopeo) reads it, with no object content; a
 //! new leader (empty state directory) keeps its predecessor's healthSince; forged and
 //! broken reports are skipped by name; `drover export` carries a reports repository out
-//! and `fleet status`/`fleet view` read the archive offline.
+//! and `fleet status`/`fleet view` read the archive offline; what a reports registry sees:
+//! three requests per report write (no blob HEAD), and an agent whose writes are refused backs off instead
+//! of retrying on every poll.
 
 mod agent_support;
 mod fleet_support;
@@ -11,7 +13,9 @@ mod fleet_support;
 use std::process::{Command, Stdio};
 
 use agent_support::{http_get, snapshot, terminate, wait_until};
-use drover_tests::{free_port, Registry};
+use base64::Engine as _;
+use drover_tests::proxy::RecordingProxy;
+use drover_tests::{free_port, Registry, RegistrySetup};
 use fleet_support::{curl_report, workload, Fleet, Stalled, Target};
 use serde_json::{json, Value};
 
@@ -176,4 +180,71 @@ fn export_carries_the_reports_out_and_the_page_is_drawn_offline() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("data-cluster=\"edge.e1\"") && html.contains("data-cluster=\"cloud.k1\""), "{html}");
+}
+
+/// Requests the proxy saw for the reports repository `fleet/drover-reports`.
+fn report_requests(proxy: &RecordingProxy) -> Vec<String> {
+    proxy.lines().into_iter().filter(|l| l.contains(" /v2/fleet/drover-reports/")).collect()
+}
+
+#[test]
+fn a_report_write_is_three_requests_with_no_blob_head() {
+    let (reg, _tmp, f) = world();
+    f.push("edge", "prod", "prod", 1, &workload("app", "1", None));
+    let proxy = RecordingProxy::start(&reg.addr);
+    let to = format!("{}/fleet/drover-reports", proxy.addr);
+    f.agent_ok("c1", "edge", "prod", "prod", Target::Dir, &["--report-to", &to]);
+    // The first write of a process reads its predecessor's report (healthSince), then
+    // uploads the config blob and tags the manifest. A report's config is new on every
+    // write (reportedAt), so asking whether the registry has it first is a wasted request
+    // — 10,000 clusters pay it every heartbeat (docs/fleet.md "Numbers").
+    let seen = report_requests(&proxy);
+    let methods: Vec<&str> = seen.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(methods, ["GET", "POST", "PUT", "PUT"], "{seen:#?}");
+    assert!(seen[0].contains("/manifests/edge.c1 ") && seen[3].contains("/manifests/edge.c1 "), "{seen:#?}");
+    let (_, report) = f.raw_report("edge.c1");
+    assert_eq!(report["clusterName"], "c1", "the report was written: {report:#}");
+}
+
+#[test]
+fn refused_report_writes_back_off_instead_of_retrying_every_poll() {
+    let (_reg, tmp, f) = world();
+    f.push("edge", "prod", "prod", 1, &workload("app", "1", None));
+    // The reports registry wants a login and the agent's report token is wrong (expired,
+    // revoked): every write is refused. Its operator sees the requests through a proxy.
+    let reports = Registry::start_with(RegistrySetup::default().user("pusher", "right"));
+    let proxy = RecordingProxy::start(&reports.addr);
+    let auth = base64::engine::general_purpose::STANDARD.encode("pusher:expired");
+    let docker_config = tmp.path().join("report-credentials.json");
+    std::fs::write(&docker_config, json!({"auths": {proxy.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let log = tmp.path().join("c1.log");
+    let mut agent = Command::new(drover_tests::bin("drover-agent"))
+        .args(["run", "--source", &f.channel("edge", "prod"), "--plain-http", "--trust-key", &f.pubkey()])
+        .args(["--expect-cluster-type", "edge", "--expect-environment", "prod"])
+        .args(["--target", &format!("dir:{}", tmp.path().join("agents/c1/out").display())])
+        .args(["--state-dir", f.state_dir("c1").to_str().unwrap(), "--listen", &listen, "--interval", "1s", "--cluster-name", "c1"])
+        .args(["--report-to", &format!("{}/fleet/drover-reports", proxy.addr), "--report-docker-config", docker_config.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let polls = || -> u64 {
+        let metrics = http_get(&listen, "/metrics").map(|(_, b)| b).unwrap_or_default();
+        metrics.lines().filter(|l| l.starts_with("drover_polls_total{")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum::<f64>() as u64
+    };
+    wait_until(120, "20 polls", || polls() >= 20);
+    let n = polls();
+    let seen = report_requests(&proxy);
+    let code = terminate(&mut agent);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    let refused = log.matches("report not written").count();
+    assert!(refused >= 1, "the refused write is logged: {log}");
+    // One refused write per poll would be a request storm from the whole fleet on a
+    // registry that is already failing; the next try waits 30 s, then longer.
+    assert!(refused <= 3, "{refused} refused writes in {n} polls: retried on every poll\n{log}");
+    assert!(seen.len() < n as usize, "{} requests to the reports repository in {n} polls: {seen:#?}", seen.len());
+    assert!(log.contains("retried in 30s"), "the log says when it tries again: {log}");
 }
