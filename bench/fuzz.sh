@@ -27,7 +27,7 @@ if [[ $# -gt 0 ]]; then TARGETS=("$@"); else mapfile -t TARGETS < <(cargo +night
 # Release code with debug assertions (integer overflow panics) and AddressSanitizer.
 [[ -n ${SKIP_BUILD:-} ]] || cargo +nightly fuzz build --debug-assertions
 BIN=fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release
-for t in "${TARGETS[@]}"; do [[ -x $BIN/$t ]] || { echo "no such fuzz target: $t (built: $(ls "$BIN" | tr '\n' ' '))" >&2; exit 2; }; done
+for t in "${TARGETS[@]}"; do [[ -x $BIN/$t ]] || { echo "no such fuzz target: $t (targets: $(cargo +nightly fuzz list | tr '\n' ' '))" >&2; exit 2; }; done
 
 echo "machine: $(nproc) cores, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-18s %12s %8s %10s %8s %7s  %s\n' TARGET EXECUTIONS SECONDS EXEC/S COV CORPUS RESULT
@@ -42,10 +42,11 @@ for t in "${TARGETS[@]}"; do
     -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" ${FUZZ_ARGS:-} >"$log" 2>&1 || rc=$?
   took=$(($(date +%s) - start))
+  # A run that stops early may lack any of these lines.
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  [[ -n $execs ]] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  [[ -n $execs ]] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#' || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+  corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   if [[ $rc -eq 0 ]]; then
     result=ok
   else
@@ -56,7 +57,7 @@ for t in "${TARGETS[@]}"; do
       *"deadly signal"* | *"panicked"* | *"ERROR: AddressSanitizer"*) result="CRASH" ;;
       *) result="FAILED (exit $rc)" ;;
     esac
-    result="$result: $(ls -t "$artifacts" | head -1 | sed "s|^|$artifacts/|"), log $log"
+    result="$result: $artifacts/$(ls -t "$artifacts" | head -1 || true), log $log"
   fi
   printf '%-18s %12s %8s %10s %8s %7s  %s\n' "$t" "${execs:-?}" "$took" "$(( ${execs:-0} / (took > 0 ? took : 1) ))" "${cov:-?}" "${corp:-?}" "$result"
 done
