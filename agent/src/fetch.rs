@@ -19,10 +19,15 @@ pub fn limits() -> FetchLimits {
 }
 
 /// A store error while reading `what` as a stage error: transport trouble is
-/// `Unreachable` (retried with backoff), anything else refuses the bundle (`fetch`).
+/// `Unreachable` (retried with backoff); bytes that do not hash to the digest that named
+/// them are a `Failed` attempt, fetched again next poll (the digest is fixed, so what
+/// arrived was damaged on the way, e.g. a flipped or cut body: nothing is applied, and
+/// refusing the digest would block a good bundle until resync); anything else refuses
+/// the bundle (`fetch`).
 fn stage_error(what: &str, e: StoreError) -> StageError {
     match e {
         e @ StoreError::Transport { .. } => StageError::Unreachable(format!("fetching {what}: {e}")),
+        e @ StoreError::DigestMismatch { .. } => StageError::Failed(format!("fetching {what}: {e} (damaged on the way; fetched again next poll)")),
         e => StageError::Rejected { reason: "fetch", message: format!("{what}: {e}") },
     }
 }

@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use drover_proto::object::{ObjectRef, BUILTIN_CLUSTER_SCOPED};
-use serde::Deserialize;
 use serde_json::Value;
 
 mod canonical;
@@ -233,9 +232,9 @@ impl Collector {
             });
         }
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        for (i, doc) in drover_proto::yaml::documents(text).enumerate() {
             let at = format!("{source_label} (document {})", i + 1);
-            let mut y = serde_yaml_ng::Value::deserialize(doc).map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
+            let mut y = doc.map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
             y.apply_merge().map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
             let v = yaml_to_json(&y).map_err(|message| InputError::Invalid { at: at.clone(), message })?;
             match v {

@@ -13,15 +13,25 @@ use crate::digest::sha256_digest;
 pub struct UnpackLimits {
     /// Maximum total uncompressed bytes of all files.
     pub max_total_bytes: u64,
-    /// Maximum number of tar entries.
+    /// Maximum number of tar entries (extension headers included).
     pub max_entries: usize,
     /// Maximum number of path components.
     pub max_depth: usize,
+    /// Maximum length of an entry name in bytes (a GNU long name or a PAX `path` too).
+    pub max_name_bytes: usize,
+    /// Maximum size of one PAX extended header.
+    pub max_header_bytes: u64,
 }
 
 impl Default for UnpackLimits {
     fn default() -> Self {
-        UnpackLimits { max_total_bytes: 256 * 1024 * 1024, max_entries: 100_000, max_depth: 8 }
+        UnpackLimits {
+            max_total_bytes: 256 * 1024 * 1024,
+            max_entries: 100_000,
+            max_depth: 8,
+            max_name_bytes: 4096,
+            max_header_bytes: 64 * 1024,
+        }
     }
 }
 
@@ -53,6 +63,17 @@ pub enum ArchiveError {
         /// Which limit.
         what: &'static str,
         /// The limit's value.
+        limit: u64,
+    },
+    /// A GNU long-name/long-link or PAX extended header is over its limit (refused
+    /// before it is read).
+    #[error("archive has a {what} of {size} bytes, over the limit of {limit} bytes")]
+    HeaderTooLarge {
+        /// Which header.
+        what: &'static str,
+        /// Its declared size.
+        size: u64,
+        /// The limit.
         limit: u64,
     },
     /// The same path appears twice.
@@ -99,14 +120,9 @@ pub fn unpack(gz: &[u8], limits: &UnpackLimits) -> Result<BTreeMap<String, Vec<u
     let mut archive = tar::Archive::new(GzDecoder::new(gz));
     let mut out = BTreeMap::new();
     let mut total: u64 = 0;
-    let entries = archive.entries().map_err(|e| ArchiveError::Malformed(e.to_string()))?;
-    for (i, entry) in entries.enumerate() {
-        if i >= limits.max_entries {
-            return Err(ArchiveError::LimitExceeded { what: "entry count", limit: limits.max_entries as u64 });
-        }
-        let mut entry = entry.map_err(|e| ArchiveError::Malformed(e.to_string()))?;
-        let raw = entry.path_bytes().into_owned();
-        let path = String::from_utf8(raw)
+    for member in members(&mut archive, limits)? {
+        let Member { path, mut entry } = member?;
+        let path = String::from_utf8(path)
             .map_err(|_| ArchiveError::UnsafePath { path: "<non-utf8>".into(), reason: "not UTF-8".into() })?;
         let kind = entry.header().entry_type();
         let kind_name = match kind {
@@ -141,6 +157,145 @@ pub fn unpack(gz: &[u8], limits: &UnpackLimits) -> Result<BTreeMap<String, Vec<u
         }
     }
     Ok(out)
+}
+
+/// One member of a tar stream, its extension headers applied: what [`members`] yields.
+pub(crate) struct Member<'a, R: Read> {
+    /// The name: a GNU long name, else a PAX `path`, else the header's (as the tar crate
+    /// and GNU tar read them).
+    pub path: Vec<u8>,
+    /// The member's header and data.
+    pub entry: tar::Entry<'a, R>,
+}
+
+/// Iterates the members of a tar stream with GNU long-name/long-link and PAX extended
+/// headers read here, each size checked against `limits` BEFORE it is read (the tar crate
+/// reads them whole into memory, however large). Also enforces the entry count (extension
+/// headers included) and the name length, and refuses a PAX `size` that disagrees with
+/// the header and PAX sparse files. The one tar reader for untrusted archives (bundle
+/// layers, OCI archives).
+pub(crate) fn members<'a, R: Read>(
+    archive: &'a mut tar::Archive<R>,
+    limits: &UnpackLimits,
+) -> Result<impl Iterator<Item = Result<Member<'a, R>, ArchiveError>>, ArchiveError> {
+    let entries = archive.entries().map_err(|e| ArchiveError::Malformed(e.to_string()))?.raw(true);
+    Ok(Members { entries, limits: *limits, count: 0 })
+}
+
+struct Members<'a, R: Read> {
+    entries: tar::Entries<'a, R>,
+    limits: UnpackLimits,
+    count: usize,
+}
+
+/// Extension headers seen before the member they describe.
+#[derive(Default)]
+struct Pending {
+    long_name: Option<Vec<u8>>,
+    long_link: bool,
+    pax: Option<Vec<u8>>,
+}
+
+impl<'a, R: Read> Iterator for Members<'a, R> {
+    type Item = Result<Member<'a, R>, ArchiveError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut pending = Pending::default();
+        loop {
+            let entry = match self.entries.next() {
+                None if pending.long_name.is_some() || pending.long_link || pending.pax.is_some() => {
+                    return Some(Err(malformed("an extension header (GNU long name/link or PAX) describes no entry")))
+                }
+                None => return None,
+                Some(Err(e)) => return Some(Err(ArchiveError::Malformed(e.to_string()))),
+                Some(Ok(e)) => e,
+            };
+            self.count += 1;
+            if self.count > self.limits.max_entries {
+                return Some(Err(ArchiveError::LimitExceeded { what: "entry count", limit: self.limits.max_entries as u64 }));
+            }
+            match self.extension(entry, &mut pending) {
+                Ok(None) => continue,
+                Ok(Some(member)) => return Some(Ok(member)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+impl<'a, R: Read> Members<'a, R> {
+    /// Reads `entry` into `pending` when it is an extension header (`None`), else applies
+    /// `pending` to it and returns it.
+    fn extension(&self, mut entry: tar::Entry<'a, R>, pending: &mut Pending) -> Result<Option<Member<'a, R>>, ArchiveError> {
+        let kind = entry.header().entry_type();
+        let name_limit = self.limits.max_name_bytes as u64 + 1; // + the trailing NUL
+        let (what, limit, already) = if kind.is_gnu_longname() {
+            ("GNU long name", name_limit, pending.long_name.is_some())
+        } else if kind.is_gnu_longlink() {
+            ("GNU long link", name_limit, pending.long_link)
+        } else if kind.is_pax_local_extensions() {
+            ("PAX extended header", self.limits.max_header_bytes, pending.pax.is_some())
+        } else {
+            return self.apply(entry, pending).map(Some);
+        };
+        if already {
+            return Err(malformed(&format!("two {what} headers describe one entry")));
+        }
+        let size = entry.header().entry_size().map_err(|e| ArchiveError::Malformed(e.to_string()))?;
+        if size > limit {
+            return Err(ArchiveError::HeaderTooLarge { what, size, limit });
+        }
+        let mut data = Vec::with_capacity(size as usize);
+        (&mut entry).take(size).read_to_end(&mut data).map_err(|e| ArchiveError::Malformed(e.to_string()))?;
+        if data.len() as u64 != size {
+            return Err(malformed(&format!("the {what} is truncated")));
+        }
+        if kind.is_gnu_longname() {
+            if data.last() == Some(&0) {
+                data.pop();
+            }
+            pending.long_name = Some(data);
+        } else if kind.is_gnu_longlink() {
+            pending.long_link = true;
+        } else {
+            pending.pax = Some(data);
+        }
+        Ok(None)
+    }
+
+    /// Applies the pending extension headers to a member: its name, and checks on PAX records.
+    fn apply(&self, entry: tar::Entry<'a, R>, pending: &mut Pending) -> Result<Member<'a, R>, ArchiveError> {
+        let mut pax_path = None;
+        if let Some(pax) = &pending.pax {
+            for record in tar::PaxExtensions::new(pax) {
+                let record = record.map_err(|e| malformed(&format!("PAX extended header: {e}")))?;
+                match record.key_bytes() {
+                    b"path" => pax_path = Some(record.value_bytes().to_vec()),
+                    b"size" => {
+                        let header = entry.header().entry_size().map_err(|e| ArchiveError::Malformed(e.to_string()))?;
+                        if record.value().ok().and_then(|v| v.parse::<u64>().ok()) != Some(header) {
+                            return Err(malformed("a PAX size record disagrees with the entry's header size"));
+                        }
+                    }
+                    k if k.starts_with(b"GNU.sparse.") => return Err(malformed("PAX sparse files are not supported")),
+                    _ => {}
+                }
+            }
+        }
+        let path = match (pending.long_name.take(), pax_path) {
+            (Some(long), _) => long,
+            (None, Some(pax)) => pax,
+            (None, None) => entry.path_bytes().into_owned(),
+        };
+        if path.len() > self.limits.max_name_bytes {
+            return Err(ArchiveError::LimitExceeded { what: "name length", limit: self.limits.max_name_bytes as u64 });
+        }
+        Ok(Member { path, entry })
+    }
+}
+
+fn malformed(m: &str) -> ArchiveError {
+    ArchiveError::Malformed(m.to_string())
 }
 
 /// Normalizes and checks one entry path; returns it without a leading `./` or trailing `/`.
@@ -222,5 +377,110 @@ mod tests {
         assert!(matches!(unpack(&raw_tar(b"m/h", tar::EntryType::Link, Some("m/x")), &l), Err(ArchiveError::ForbiddenEntry { .. })));
         assert!(matches!(unpack(&raw_tar(b"m/d", tar::EntryType::Char, None), &l), Err(ArchiveError::ForbiddenEntry { .. })));
         assert!(unpack(b"not gzip", &l).is_err());
+    }
+
+    /// A raw header block of `kind` named `name` declaring `size` bytes.
+    fn block(name: &str, kind: tar::EntryType, size: u64) -> Vec<u8> {
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_entry_type(kind);
+        h.set_mode(0o644);
+        h.set_size(size);
+        h.set_cksum();
+        h.as_bytes().to_vec()
+    }
+
+    /// `data` padded to whole blocks.
+    fn padded(data: &[u8]) -> Vec<u8> {
+        let mut v = data.to_vec();
+        v.resize(data.len().div_ceil(512) * 512, 0);
+        v
+    }
+
+    fn gz(parts: &[Vec<u8>]) -> Vec<u8> {
+        let mut e = GzBuilder::new().write(Vec::new(), Compression::new(1));
+        for p in parts {
+            e.write_all(p).unwrap();
+        }
+        e.write_all(&[0; 1024]).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn file(name: &str, data: &[u8]) -> Vec<u8> {
+        let mut v = block(name, tar::EntryType::Regular, data.len() as u64);
+        v.extend(padded(data));
+        v
+    }
+
+    fn pax(records: &[(&str, &str)]) -> Vec<u8> {
+        let mut body = String::new();
+        for (k, v) in records {
+            let rest = format!(" {k}={v}\n");
+            let mut len = rest.len() + 1;
+            while format!("{len}{rest}").len() != len {
+                len += 1;
+            }
+            body.push_str(&format!("{len}{rest}"));
+        }
+        let mut v = block("././@PaxHeader", tar::EntryType::XHeader, body.len() as u64);
+        v.extend(padded(body.as_bytes()));
+        v
+    }
+
+    #[test]
+    fn extension_headers_are_checked_before_they_are_read() {
+        let l = UnpackLimits::default();
+        // Each declares 1 GiB but holds nothing: refused on the declared size, not read.
+        for (kind, what) in [
+            (tar::EntryType::GNULongName, "GNU long name"),
+            (tar::EntryType::GNULongLink, "GNU long link"),
+            (tar::EntryType::XHeader, "PAX extended header"),
+        ] {
+            let layer = gz(&[block("././@LongLink", kind, 1 << 30)]);
+            let e = unpack(&layer, &l).unwrap_err();
+            assert_eq!(e, ArchiveError::HeaderTooLarge { what, size: 1 << 30, limit: if what.starts_with("PAX") { 65536 } else { 4097 } });
+            assert!(e.to_string().contains(what), "{e}");
+        }
+    }
+
+    #[test]
+    fn long_names_and_pax_paths_name_the_entry() {
+        let l = UnpackLimits::default();
+        let long = format!("manifests/{}.yaml", "n".repeat(200));
+        let mut name = block("././@LongLink", tar::EntryType::GNULongName, long.len() as u64 + 1);
+        name.extend(padded(format!("{long}\0").as_bytes()));
+        let got = unpack(&gz(&[name, file("manifests/short", b"x")]), &l).unwrap();
+        assert_eq!(got.keys().collect::<Vec<_>>(), [&long]);
+
+        let got = unpack(&gz(&[pax(&[("path", &long), ("mtime", "1.5")]), file("manifests/short", b"x")]), &l).unwrap();
+        assert_eq!(got.keys().collect::<Vec<_>>(), [&long]);
+        // A PAX path over the name limit.
+        let huge = format!("manifests/{}", "n".repeat(5000));
+        let e = unpack(&gz(&[pax(&[("path", &huge)]), file("manifests/short", b"x")]), &l).unwrap_err();
+        assert_eq!(e, ArchiveError::LimitExceeded { what: "name length", limit: 4096 });
+    }
+
+    #[test]
+    fn malformed_extension_headers_are_refused() {
+        let l = UnpackLimits::default();
+        let cases: Vec<(Vec<Vec<u8>>, &str)> = vec![
+            (vec![pax(&[("size", "5")]), file("manifests/a", b"x")], "PAX size record disagrees"),
+            (vec![pax(&[("GNU.sparse.major", "1")]), file("manifests/a", b"x")], "sparse"),
+            (vec![pax(&[("path", "manifests/b")])], "describes no entry"),
+            (vec![pax(&[("path", "a")]), pax(&[("path", "b")]), file("manifests/a", b"x")], "two PAX extended header headers"),
+            (vec![[block("././@PaxHeader", tar::EntryType::XHeader, 10), padded(b"12 broken\n")].concat(), file("manifests/a", b"x")], "PAX extended header: malformed"),
+        ];
+        for (parts, expect) in cases {
+            let e = unpack(&gz(&parts), &l).unwrap_err().to_string();
+            assert!(e.contains(expect), "{e:?} lacks {expect:?}");
+        }
+    }
+
+    #[test]
+    fn extension_headers_count_as_entries() {
+        let few = UnpackLimits { max_entries: 2, ..Default::default() };
+        let layer = gz(&[pax(&[("mtime", "1")]), file("manifests/a", b"x"), file("manifests/b", b"y")]);
+        assert_eq!(unpack(&layer, &few).unwrap_err(), ArchiveError::LimitExceeded { what: "entry count", limit: 2 });
+        assert_eq!(unpack(&layer, &UnpackLimits { max_entries: 3, ..few }).unwrap().len(), 2);
     }
 }

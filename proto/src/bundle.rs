@@ -208,13 +208,13 @@ pub fn open_content_with<T>(
     Ok(out)
 }
 
-/// Parses YAML bytes that must hold exactly one mapping document.
+/// Parses YAML bytes that must hold exactly one mapping document (aliases bounded, see
+/// [`crate::yaml`]).
 pub fn parse_single_object(yaml: &[u8]) -> Result<serde_json::Value, String> {
-    use serde::Deserialize;
     let text = std::str::from_utf8(yaml).map_err(|_| "not UTF-8".to_string())?;
     let mut docs = Vec::new();
-    for doc in serde_yaml_ng::Deserializer::from_str(text) {
-        let v = serde_json::Value::deserialize(doc).map_err(|e| format!("invalid YAML: {e}"))?;
+    for doc in crate::yaml::json_documents(text) {
+        let v = doc.map_err(|e| format!("invalid YAML: {e}"))?;
         if !v.is_null() {
             docs.push(v);
         }

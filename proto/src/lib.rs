@@ -21,6 +21,7 @@ pub mod report;
 pub mod repo;
 pub mod time;
 pub mod trust;
+pub mod yaml;
 
 pub use error::StoreError;
 pub use reference::{Reference, RegistryRef};

@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use crate::archive::{self, Member, UnpackLimits};
 use crate::error::StoreError;
 
 fn io(path: &Path, e: impl std::fmt::Display) -> StoreError {
@@ -12,18 +13,24 @@ fn io(path: &Path, e: impl std::fmt::Display) -> StoreError {
 }
 
 /// Extracts an OCI archive into a new temporary directory. Links, devices, absolute
-/// paths and `..` are refused; a truncated archive is an error.
+/// paths and `..` are refused; a truncated archive is an error; extension headers, names
+/// and the entry count are bounded as in bundle layers ([`UnpackLimits::default`]).
 pub fn extract(file: &Path) -> Result<tempfile::TempDir, StoreError> {
     let f = std::fs::File::open(file).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => StoreError::NotFound(format!("OCI archive {}", file.display())),
         _ => io(file, e),
     })?;
+    extract_from(std::io::BufReader::new(f), file)
+}
+
+/// [`extract`] from any reader; `file` names the archive in errors.
+pub fn extract_from(reader: impl Read, file: &Path) -> Result<tempfile::TempDir, StoreError> {
     let tmp = tempfile::Builder::new().prefix("drover-archive-").tempdir().map_err(|e| io(file, e))?;
-    let mut archive = tar::Archive::new(std::io::BufReader::new(f));
+    let mut tarball = tar::Archive::new(reader);
     let bad = |m: String| StoreError::Malformed(format!("OCI archive {}: {m}", file.display()));
-    for entry in archive.entries().map_err(|e| bad(e.to_string()))? {
-        let mut entry = entry.map_err(|e| bad(format!("truncated or corrupt: {e}")))?;
-        let path = String::from_utf8(entry.path_bytes().into_owned()).map_err(|_| bad("non-UTF-8 entry name".into()))?;
+    for member in archive::members(&mut tarball, &UnpackLimits::default()).map_err(|e| bad(e.to_string()))? {
+        let Member { path, mut entry } = member.map_err(|e| bad(e.to_string()))?;
+        let path = String::from_utf8(path).map_err(|_| bad("non-UTF-8 entry name".into()))?;
         let rel = path.trim_start_matches("./").trim_end_matches('/');
         if rel.is_empty() {
             continue;
@@ -97,4 +104,37 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, bool)>) -> Result<(),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(name: &str, kind: tar::EntryType, size: u64) -> Vec<u8> {
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_entry_type(kind);
+        h.set_mode(0o755);
+        h.set_size(size);
+        h.set_cksum();
+        h.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn extension_headers_over_the_limit_are_refused_before_they_are_read() {
+        for (kind, what) in [(tar::EntryType::GNULongName, "GNU long name"), (tar::EntryType::XHeader, "PAX extended header")] {
+            // Declares 1 GiB, holds nothing: the refusal comes from the declared size.
+            let tar = block("././@LongLink", kind, 1 << 30);
+            let e = extract_from(&tar[..], Path::new("hostile.tar")).unwrap_err().to_string();
+            assert!(e.contains("hostile.tar") && e.contains(&format!("{what} of 1073741824 bytes, over the limit")), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_entry_count_is_bounded() {
+        let limit = UnpackLimits::default().max_entries;
+        let tar: Vec<u8> = (0..=limit).flat_map(|_| block("a/", tar::EntryType::Directory, 0)).collect();
+        let e = extract_from(&tar[..], Path::new("many.tar")).unwrap_err().to_string();
+        assert!(e.contains("many.tar") && e.contains(&format!("entry count ({limit})")), "{e}");
+    }
 }

@@ -201,7 +201,9 @@ pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<V
         }
         let data = match repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await {
             Ok(d) => d,
-            Err(e @ StoreError::Transport { .. }) => return Err(e.into()),
+            // Bytes that do not hash to the digest naming them were damaged on the way
+            // (the digest is fixed): a store error, retried, not a tampered signature.
+            Err(e @ (StoreError::Transport { .. } | StoreError::DigestMismatch { .. })) => return Err(e.into()),
             Err(e) => return Err(tampered(format!("layer {i}: {e}"))),
         };
         if data.len() as u64 != layer.size {

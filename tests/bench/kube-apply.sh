@@ -66,6 +66,9 @@ fake() { # starts a fresh fake API server, sets KC and URL
   for _ in $(seq 100); do grep -q ready "$out.out" 2>/dev/null && break; sleep 0.05; done
   KC=$out.kc
   URL=$(grep -o 'server: .*' "$KC" | cut -d' ' -f2)
+  # The agent's namespace, where its state record lives (deploy/kubernetes creates it).
+  curl -fs -X POST "$URL/api/v1/namespaces" -H 'Content-Type: application/json' \
+    -d '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"drover-system"}}' >/dev/null
   if ((LATENCY > 0)); then
     curl -fs -X POST "$URL/fake/errors" -H 'Content-Type: application/json' \
       -d "{\"method\":\"PATCH\",\"path\":\"*\",\"code\":0,\"delayMs\":$LATENCY,\"times\":1000000}" >/dev/null
@@ -79,14 +82,17 @@ agent() { # label concurrency
     local t0 t1
     counts_reset
     t0=$(now)
-    KUBECONFIG=$KC /usr/bin/time -f "%M" -o "$W/rss" "$BIN/drover-agent" run --once --target kube --source "$REF" --plain-http \
+    KUBECONFIG=$KC /usr/bin/time -f "%M %U %S" -o "$W/rss" "$BIN/drover-agent" run --once --target kube --source "$REF" --plain-http \
       --trust-key "$W/keys/drover.pub" --state-dir "$state" --listen 127.0.0.1:0 --resync 0s --apply-concurrency "$c" --log-format json \
       2>"$W/agent-$label-$pass.log"
     t1=$(now)
     local apply_ms
     apply_ms=$(grep -o 'applied order group.*' "$W/agent-$label-$pass.log" | grep -o '"ms":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)
-    printf '%-28s %-7s total %5.2f s  apply stage %5.2f s  peak RSS %5.1f MiB  %s\n' "drover-agent c=$c" "$pass" \
-      "$(echo "$t1 - $t0" | bc)" "$(echo "scale=2; $apply_ms / 1000" | bc)" "$(echo "scale=1; $(cat "$W/rss") / 1024" | bc)" "$(counts)"
+    local rss user sys cpu
+    read -r rss user sys <"$W/rss"
+    cpu=$(echo "$user + $sys" | bc)
+    printf '%-28s %-7s total %5.2f s  apply stage %5.2f s  agent CPU %5.2f s  peak RSS %5.1f MiB  %s\n' "drover-agent c=$c" "$pass" \
+      "$(echo "$t1 - $t0" | bc)" "$(echo "scale=2; $apply_ms / 1000" | bc)" "$cpu" "$(echo "scale=1; $rss / 1024" | bc)" "$(counts)"
   done
 }
 

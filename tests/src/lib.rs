@@ -5,6 +5,7 @@
 
 pub mod bins;
 pub mod fakekube;
+pub mod faults;
 pub mod misbehave;
 pub mod proxy;
 pub mod registry;

@@ -5,7 +5,9 @@
 //! the first page (the real server serves the first page's resourceVersion, or `410
 //! Expired` once that is compacted).
 
+use super::resources::ResourceInfo;
 use super::status::ApiError;
+use super::store::State;
 use base64::Engine;
 use serde_json::{json, Value};
 
@@ -31,25 +33,29 @@ fn decode(token: &str) -> Result<(String, String), ApiError> {
     }
 }
 
-/// Cuts one page out of a full `list` answer for the `limit` and `continue` parameters.
-pub fn page(mut list: Value, limit: Option<&str>, token: Option<&str>) -> Result<Value, ApiError> {
+/// One page of the `matching` objects (in key order) for the `limit` and `continue`
+/// parameters, as a `<Kind>List`; only the page's objects are copied.
+pub fn page<'a>(
+    state: &State,
+    res: &ResourceInfo,
+    matching: impl Iterator<Item = &'a Value>,
+    limit: Option<&str>,
+    token: Option<&str>,
+) -> Result<Value, ApiError> {
     let limit = match limit.filter(|l| !l.is_empty()) {
         Some(l) => l.parse::<usize>().map_err(|_| ApiError::bad_request(format!("limit {l:?} is not a number")))?,
         None => 0,
     };
     let start = token.filter(|t| !t.is_empty()).map(decode).transpose()?;
-    let Some(Value::Array(items)) = list.get_mut("items").map(Value::take) else {
-        return Ok(list);
-    };
-    let mut items: Vec<Value> = items.into_iter().filter(|o| start.as_ref().is_none_or(|s| position(o) > *s)).collect();
-    if limit > 0 && items.len() > limit {
-        let remaining = items.len() - limit;
-        items.truncate(limit);
-        let last = position(items.last().expect("limit > 0"));
+    let mut rest = matching.filter(|o| start.as_ref().is_none_or(|s| position(o) > *s));
+    let items: Vec<Value> = rest.by_ref().take(if limit > 0 { limit } else { usize::MAX }).map(|o| State::present(res, o)).collect();
+    let remaining = rest.count();
+    let mut list = state.list_of(res, items);
+    if remaining > 0 {
+        let last = position(list["items"].as_array().and_then(|i| i.last()).expect("limit > 0"));
         list["metadata"]["continue"] = json!(encode(&list["metadata"]["resourceVersion"], &last));
         list["metadata"]["remainingItemCount"] = json!(remaining);
     }
-    list["items"] = Value::Array(items);
     Ok(list)
 }
 
@@ -60,17 +66,24 @@ mod tests {
     #[test]
     fn pages_follow_each_other() {
         let items: Vec<Value> = (0..5).map(|i| json!({"metadata": {"namespace": "a", "name": format!("o{i}")}})).collect();
-        let list = json!({"metadata": {"resourceVersion": "9"}, "items": items});
-        let first = page(list.clone(), Some("2"), None).unwrap();
+        let settings = super::super::store::Settings {
+            rollout_default: super::super::rollout::RolloutMode::Ready,
+            rollout_overrides: Default::default(),
+            rollout_delay: Default::default(),
+            crd_delay: Default::default(),
+        };
+        let state = State::new(settings);
+        let res = state.resolve("", "v1", "configmaps").unwrap();
+        let first = page(&state, &res, items.iter(), Some("2"), None).unwrap();
         assert_eq!(first["items"].as_array().unwrap().len(), 2);
         assert_eq!(first["metadata"]["remainingItemCount"], 3);
         let token = first["metadata"]["continue"].as_str().unwrap();
-        let second = page(list.clone(), Some("2"), Some(token)).unwrap();
+        let second = page(&state, &res, items.iter(), Some("2"), Some(token)).unwrap();
         assert_eq!(second["items"][0]["metadata"]["name"], "o2");
-        let last = page(list.clone(), Some("2"), second["metadata"]["continue"].as_str()).unwrap();
+        let last = page(&state, &res, items.iter(), Some("2"), second["metadata"]["continue"].as_str()).unwrap();
         assert_eq!(last["items"].as_array().unwrap().len(), 1);
         assert!(last["metadata"].get("continue").is_none());
-        assert_eq!(page(list.clone(), None, None).unwrap()["items"].as_array().unwrap().len(), 5);
-        assert_eq!(page(list, Some("2"), Some("!!")).unwrap_err().code, 400);
+        assert_eq!(page(&state, &res, items.iter(), None, None).unwrap()["items"].as_array().unwrap().len(), 5);
+        assert_eq!(page(&state, &res, items.iter(), Some("2"), Some("!!")).unwrap_err().code, 400);
     }
 }

@@ -335,8 +335,9 @@ fn resource_op(
                     timeout,
                 ));
             }
-            let list = state.list(&t.res, ns, l.as_ref(), f.as_ref());
-            Ok(Reply::Json(200, super::paging::page(list, query.get("limit"), query.get("continue"))?))
+            let matching = state.matching(&t.res, ns, l.as_ref(), f.as_ref());
+            let list = super::paging::page(state, &t.res, matching, query.get("limit"), query.get("continue"))?;
+            Ok(Reply::Json(200, list))
         }
         (&Method::POST, None) => {
             let body = parse_body(bytes, ct)?;

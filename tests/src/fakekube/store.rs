@@ -173,20 +173,36 @@ impl State {
         fields_sel: Option<&Selector>,
     ) -> Value {
         let items: Vec<Value> = self
-            .objects
+            .matching(res, ns, labels, fields_sel)
+            .map(|o| Self::present(res, o))
+            .collect();
+        self.list_of(res, items)
+    }
+
+    /// The stored objects a LIST returns, in key order (namespace, name), not copied.
+    pub(crate) fn matching<'a>(
+        &'a self,
+        res: &'a ResourceInfo,
+        ns: Option<&'a str>,
+        labels: Option<&'a Selector>,
+        fields_sel: Option<&'a Selector>,
+    ) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects
             .iter()
-            .filter(|(k, _)| {
+            .filter(move |(k, _)| {
                 k.0 == res.group
                     && k.1 == res.plural
                     && (ns.is_none() || !res.namespaced || Some(k.2.as_str()) == ns)
             })
             .map(|(_, o)| o)
-            .filter(|o| {
+            .filter(move |o| {
                 labels.is_none_or(|s| s.matches_labels(o))
                     && fields_sel.is_none_or(|s| s.matches_fields(o))
             })
-            .map(|o| Self::present(res, o))
-            .collect();
+    }
+
+    /// A `<Kind>List` of `items` at the current resourceVersion.
+    pub(crate) fn list_of(&self, res: &ResourceInfo, items: Vec<Value>) -> Value {
         json!({"apiVersion": res.api_version(), "kind": format!("{}List", res.kind), "metadata": {"resourceVersion": self.rv.to_string()}, "items": items})
     }
 
