@@ -12,34 +12,10 @@
 mod agent_support;
 mod kube_support;
 
-use agent_support::{cm, http_get, objs, snapshot, terminate, wait_until, Fx};
+use agent_support::{cm, http_get, live_status, metric, objs, snapshot, terminate, wait_until, Fx};
 use drover_tests::run;
 use kube_support::Env;
 use serde_json::Value;
-
-fn status(listen: &str) -> Value {
-    let (code, body) = http_get(listen, "/status").expect("the agent answers");
-    assert_eq!(code, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
-}
-
-fn metric(listen: &str, series: &str) -> f64 {
-    let body = http_get(listen, "/metrics").map(|r| r.1).unwrap_or_default();
-    body.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
-}
-
-/// The fleet report of cluster `edge.<name>`, read with skopeo (independent of drover).
-fn report(fx: &Fx, name: &str) -> Option<Value> {
-    use base64::Engine;
-    let reference = format!("docker://{}/fleet/drover-reports:edge.{name}", fx.reg.addr);
-    let out = std::process::Command::new("skopeo").args(["inspect", "--raw", "--tls-verify=false", &reference]).output().unwrap();
-    if !out.status.success() {
-        return None;
-    }
-    let manifest: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(manifest["config"]["data"].as_str()?).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
 
 /// `(name, drift, fields)` of each drifted object of a status document.
 fn drifted(st: &Value) -> Vec<(String, String, Vec<String>)> {
@@ -59,7 +35,7 @@ fn report_mode_leaves_hand_edits_and_lists_them() {
     let listen = format!("127.0.0.1:{}", drover_tests::free_port());
     let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1s", "--resync", "0s", "--drift", "report", "--cluster-name", "weu-1"]);
     wait_until(60, "v1 applied (a new digest is applied in report mode)", || {
-        http_get(&listen, "/status").is_some() && status(&listen)["appliedDigest"] == v1.as_str()
+        http_get(&listen, "/status").is_some() && live_status(&listen)["appliedDigest"] == v1.as_str()
     });
 
     // By hand: a value changed in one file, another file deleted.
@@ -71,8 +47,8 @@ fn report_mode_leaves_hand_edits_and_lists_them() {
     std::fs::remove_file(dir.join("ConfigMap.core.b.yaml")).unwrap();
     let by_hand = snapshot(&fx.target());
 
-    wait_until(30, "the drift listed in /status", || drifted(&status(&listen)).len() == 2);
-    let st = status(&listen);
+    wait_until(30, "the drift listed in /status", || drifted(&live_status(&listen)).len() == 2);
+    let st = live_status(&listen);
     assert_eq!(
         drifted(&st),
         [("a".to_string(), "changed".to_string(), vec!["data.v".to_string()]), ("b".to_string(), "missing".to_string(), vec![])],
@@ -83,12 +59,12 @@ fn report_mode_leaves_hand_edits_and_lists_them() {
     let polls = metric(&listen, "drover_polls_total{result=\"Unchanged\"}");
     wait_until(30, "three more resyncs", || metric(&listen, "drover_polls_total{result=\"Unchanged\"}") >= polls + 3.0);
     assert_eq!(snapshot(&fx.target()), by_hand, "report mode changes nothing: the target is byte-for-byte as edited");
-    let since = status(&listen)["drifted"][0]["since"].clone();
+    let since = live_status(&listen)["drifted"][0]["since"].clone();
     assert_eq!(since, st["drifted"][0]["since"], "since: the first resync that saw it");
 
     let text = run("drover-agent", &["status", "--endpoint", &format!("http://{listen}")], &[]).stdout;
     assert!(text.contains("drifted:       2 object(s)") && text.contains("ConfigMap app/a (v1): changed data.v") && text.contains("ConfigMap app/b (v1): missing"), "{text}");
-    wait_until(30, "the fleet report counts the drift", || report(&fx, "weu-1").is_some_and(|r| r["driftedObjects"] == 2));
+    wait_until(30, "the fleet report counts the drift", || fx.report("weu-1").is_some_and(|r| r["driftedObjects"] == 2));
     let history = run("drover-agent", &["history", "-o", "json", "--endpoint", &format!("http://{listen}")], &[]).json();
     let checks: Vec<&Value> = history.as_array().unwrap().iter().filter(|a| a["stage"] == "drift" && a["drift"] == 2).collect();
     assert_eq!(checks.len(), 1, "one attempt recorded for the same drift however many resyncs: {history:#}");
@@ -96,13 +72,13 @@ fn report_mode_leaves_hand_edits_and_lists_them() {
 
     // A new digest is applied normally: the edit is replaced, the list empties.
     let v2 = fx.push(&objs(&[cm("app", "a", "2"), cm("app", "b", "2"), cm("app", "c", "2")]), 2, Some("k1"), &[]);
-    wait_until(30, "v2 applied", || status(&listen)["appliedDigest"] == v2.as_str());
-    wait_until(30, "nothing drifted", || status(&listen).get("drifted").is_none());
+    wait_until(30, "v2 applied", || live_status(&listen)["appliedDigest"] == v2.as_str());
+    wait_until(30, "nothing drifted", || live_status(&listen).get("drifted").is_none());
     assert_eq!(metric(&listen, "drover_drifted_objects "), 0.0);
     let files = snapshot(&fx.target());
     assert_eq!(files.len(), 3, "{:?}", files.keys());
     assert!(String::from_utf8_lossy(&files["manifests/app/ConfigMap.core.a.yaml"]).contains("\"2\""));
-    wait_until(30, "the fleet report drops the count", || report(&fx, "weu-1").is_some_and(|r| r["appliedDigest"] == v2.as_str() && r.get("driftedObjects").is_none()));
+    wait_until(30, "the fleet report drops the count", || fx.report("weu-1").is_some_and(|r| r["appliedDigest"] == v2.as_str() && r.get("driftedObjects").is_none()));
     assert_eq!(terminate(&mut agent), Some(0));
 
     // Offline status (no agent running) lists the drift from the state directory.

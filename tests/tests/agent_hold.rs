@@ -14,35 +14,10 @@
 mod agent_support;
 mod kube_support;
 
-use agent_support::{cm, http_get, objs, snapshot, terminate, wait_until, Fx};
+use agent_support::{cm, http_get, live_status, metric, objs, snapshot, terminate, wait_until, Fx};
 use drover_tests::{run, run_ok};
 use kube_support::{state_name, Env};
 use serde_json::Value;
-
-fn status(listen: &str) -> Value {
-    let (code, body) = http_get(listen, "/status").expect("the agent answers");
-    assert_eq!(code, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
-}
-
-/// The value of a metric line `name` (exact series text), 0 when absent.
-fn metric(listen: &str, series: &str) -> f64 {
-    let body = http_get(listen, "/metrics").map(|r| r.1).unwrap_or_default();
-    body.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
-}
-
-/// The fleet report of cluster `edge.<name>`, read with skopeo (independent of drover).
-fn report(fx: &Fx, name: &str) -> Option<Value> {
-    use base64::Engine;
-    let reference = format!("docker://{}/fleet/drover-reports:edge.{name}", fx.reg.addr);
-    let out = std::process::Command::new("skopeo").args(["inspect", "--raw", "--tls-verify=false", &reference]).output().unwrap();
-    if !out.status.success() {
-        return None;
-    }
-    let manifest: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(manifest["config"]["data"].as_str()?).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
 
 #[test]
 fn held_agent_applies_nothing_and_shows_the_waiting_bundle_until_released() {
@@ -51,7 +26,7 @@ fn held_agent_applies_nothing_and_shows_the_waiting_bundle_until_released() {
     let v1 = fx.push(&objs(&v1_objects), 1, Some("k1"), &[]);
     let listen = format!("127.0.0.1:{}", drover_tests::free_port());
     let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1s", "--resync", "0s", "--cluster-name", "weu-1"]);
-    wait_until(60, "v1 applied", || http_get(&listen, "/status").is_some() && status(&listen)["appliedDigest"] == v1.as_str());
+    wait_until(60, "v1 applied", || http_get(&listen, "/status").is_some() && live_status(&listen)["appliedDigest"] == v1.as_str());
 
     let held = run_ok("drover-agent", &["hold", "--state-dir", &fx.state(), "--reason", "night shift: no changes", "-o", "json"], &[]).json();
     assert_eq!(held["reason"], "night shift: no changes");
@@ -61,8 +36,8 @@ fn held_agent_applies_nothing_and_shows_the_waiting_bundle_until_released() {
         let mode = std::fs::metadata(fx.p("state/hold.json")).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "the hold file is private");
     }
-    wait_until(30, "/status shows the hold", || status(&listen)["held"]["reason"] == "night shift: no changes");
-    assert_eq!(status(&listen)["held"]["since"], held["since"], "since when: the hold file's time");
+    wait_until(30, "/status shows the hold", || live_status(&listen)["held"]["reason"] == "night shift: no changes");
+    assert_eq!(live_status(&listen)["held"]["since"], held["since"], "since when: the hold file's time");
     assert_eq!(metric(&listen, "drover_held "), 1.0);
 
     // Drift while held: a file of the target is edited; resync (0s) is due on every poll.
@@ -76,10 +51,10 @@ fn held_agent_applies_nothing_and_shows_the_waiting_bundle_until_released() {
 
     // A newer bundle while held: verified, shown waiting, not applied.
     let v2 = fx.push(&objs(&[cm("app", "a", "2"), cm("app", "c", "2")]), 2, Some("k1"), &[]);
-    wait_until(30, "v2 waiting", || status(&listen)["held"]["waitingDigest"] == v2.as_str());
+    wait_until(30, "v2 waiting", || live_status(&listen)["held"]["waitingDigest"] == v2.as_str());
     let held_polls = metric(&listen, "drover_polls_total{result=\"Held\"}");
     wait_until(30, "three more held polls", || metric(&listen, "drover_polls_total{result=\"Held\"}") >= held_polls + 3.0);
-    let st = status(&listen);
+    let st = live_status(&listen);
     assert_eq!(st["appliedDigest"], v1.as_str(), "{st:#}");
     assert_eq!(st["held"]["waitingSequence"], 2, "{st:#}");
     assert_eq!(st["held"]["by"], "file", "{st:#}");
@@ -88,9 +63,9 @@ fn held_agent_applies_nothing_and_shows_the_waiting_bundle_until_released() {
     let text = run_ok("drover-agent", &["status", "--endpoint", &format!("http://{listen}")], &[]).stdout;
     assert!(text.contains("held:") && text.contains("night shift: no changes") && text.contains(&v2) && text.contains(&v1), "{text}");
     wait_until(30, "the fleet report says held", || {
-        report(&fx, "weu-1").is_some_and(|r| r["held"]["waitingDigest"] == v2.as_str() && r["held"]["reason"] == "night shift: no changes")
+        fx.report("weu-1").is_some_and(|r| r["held"]["waitingDigest"] == v2.as_str() && r["held"]["reason"] == "night shift: no changes")
     });
-    let r = report(&fx, "weu-1").unwrap();
+    let r = fx.report("weu-1").unwrap();
     assert_eq!(r["appliedDigest"], v1.as_str(), "{r:#}");
     let history = run_ok("drover-agent", &["history", "-o", "json", "--endpoint", &format!("http://{listen}")], &[]).json();
     let held_attempts: Vec<&Value> = history.as_array().unwrap().iter().filter(|a| a["result"] == "Held" && a["digest"] == v2.as_str()).collect();
@@ -99,8 +74,8 @@ fn held_agent_applies_nothing_and_shows_the_waiting_bundle_until_released() {
     // Release: the next poll applies v2 (the edited file is rewritten, b pruned).
     let out = run_ok("drover-agent", &["release", "--state-dir", &fx.state()], &[]);
     assert!(out.stdout.contains("released"), "{}", out.stdout);
-    wait_until(30, "v2 applied after release", || status(&listen)["appliedDigest"] == v2.as_str());
-    let st = status(&listen);
+    wait_until(30, "v2 applied after release", || live_status(&listen)["appliedDigest"] == v2.as_str());
+    let st = live_status(&listen);
     assert!(st.get("held").is_none(), "{st:#}");
     assert_eq!(metric(&listen, "drover_held "), 0.0);
     let files = snapshot(&fx.target());
@@ -169,7 +144,7 @@ fn kubectl_annotation_holds_a_kube_agent(env: &Env) {
             .and_then(|b| serde_json::from_str::<Value>(&b).ok())
             .is_some_and(|s| s["held"]["by"] == "annotation" && s["held"]["waitingDigest"] == v2.as_str())
     });
-    let st = status(&listen);
+    let st = live_status(&listen);
     assert_eq!(st["held"]["reason"], "cluster maintenance (ops)", "{st:#}");
     assert!(st["held"]["since"].as_str().is_some_and(|s| s.ends_with('Z')), "{st:#}");
     assert_eq!(metric(&listen, "drover_held "), 1.0);

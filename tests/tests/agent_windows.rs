@@ -11,7 +11,7 @@
 
 mod agent_support;
 
-use agent_support::{cm, http_get, objs, snapshot, terminate, wait_until, Fx};
+use agent_support::{cm, http_get, live_status, metric, objs, snapshot, terminate, wait_until, Fx};
 use drover_proto::time::{format_rfc3339, now_unix};
 use drover_tests::run;
 use serde_json::Value;
@@ -24,30 +24,6 @@ const KOLKATA: i64 = 5 * 3600 + 1800;
 fn daily_at(unix: i64, offset: i64) -> String {
     let local = unix + offset;
     format!("{} {} * * *", (local / 60).rem_euclid(60), (local / 3600).rem_euclid(24))
-}
-
-fn status(listen: &str) -> Value {
-    let (code, body) = http_get(listen, "/status").expect("the agent answers");
-    assert_eq!(code, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
-}
-
-fn metric(listen: &str, series: &str) -> f64 {
-    let body = http_get(listen, "/metrics").map(|r| r.1).unwrap_or_default();
-    body.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
-}
-
-/// The fleet report of cluster `edge.<name>`, read with skopeo (independent of drover).
-fn report(fx: &Fx, name: &str) -> Option<Value> {
-    use base64::Engine;
-    let reference = format!("docker://{}/fleet/drover-reports:edge.{name}", fx.reg.addr);
-    let out = std::process::Command::new("skopeo").args(["inspect", "--raw", "--tls-verify=false", &reference]).output().unwrap();
-    if !out.status.success() {
-        return None;
-    }
-    let manifest: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(manifest["config"]["data"].as_str()?).ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 #[test]
@@ -71,9 +47,9 @@ fn outside_its_window_an_agent_waits_and_shows_the_next_window() {
     let listen = format!("127.0.0.1:{}", drover_tests::free_port());
     let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1s", "--resync", "0s", "--cluster-name", "weu-1", "--apply-window", &closed]);
     wait_until(60, "v2 verified and waiting for the window", || {
-        http_get(&listen, "/status").is_some() && status(&listen)["held"]["waitingDigest"] == v2.as_str()
+        http_get(&listen, "/status").is_some() && live_status(&listen)["held"]["waitingDigest"] == v2.as_str()
     });
-    let st = status(&listen);
+    let st = live_status(&listen);
     assert_eq!(st["appliedDigest"], v1.as_str(), "{st:#}");
     assert_eq!(st["held"]["by"], "window", "{st:#}");
     assert_eq!(st["held"]["nextWindow"], next.as_str(), "{st:#}");
@@ -90,14 +66,14 @@ fn outside_its_window_an_agent_waits_and_shows_the_next_window() {
     let v1_a = std::fs::read(&a_file).unwrap();
     std::fs::write(&a_file, "edited by hand\n").unwrap();
     wait_until(30, "the hand edit corrected", || std::fs::read(&a_file).unwrap() == v1_a);
-    let st = status(&listen);
+    let st = live_status(&listen);
     assert_eq!((st["appliedDigest"].as_str(), st["held"]["waitingDigest"].as_str()), (Some(v1.as_str()), Some(v2.as_str())), "{st:#}");
     assert!(!fx.target().join("manifests/app/ConfigMap.core.c.yaml").exists(), "v2 not applied outside the window");
 
     let text = run("drover-agent", &["status", "--endpoint", &format!("http://{listen}")], &[]).stdout;
     assert!(text.contains(&format!("next window:   {next}")) && text.contains("by apply window") && text.contains(&v2), "{text}");
     wait_until(30, "the fleet report shows the next window", || {
-        report(&fx, "weu-1").is_some_and(|r| r["held"]["nextWindow"] == next.as_str() && r["held"]["waitingDigest"] == v2.as_str())
+        fx.report("weu-1").is_some_and(|r| r["held"]["nextWindow"] == next.as_str() && r["held"]["waitingDigest"] == v2.as_str())
     });
     assert_eq!(terminate(&mut agent), Some(0));
 

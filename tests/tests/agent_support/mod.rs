@@ -252,6 +252,34 @@ pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
+/// `/status` of the agent listening on `listen` (it must answer 200).
+pub fn live_status(listen: &str) -> serde_json::Value {
+    let (code, body) = http_get(listen, "/status").expect("the agent answers");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The value of a metric line `series` (exact series text) at `listen`, 0 when absent.
+pub fn metric(listen: &str, series: &str) -> f64 {
+    let body = http_get(listen, "/metrics").map(|r| r.1).unwrap_or_default();
+    body.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+}
+
+impl Fx {
+    /// The fleet report of cluster `edge.<name>`, read with skopeo (independent of drover).
+    pub fn report(&self, name: &str) -> Option<serde_json::Value> {
+        use base64::Engine;
+        let reference = format!("docker://{}/fleet/drover-reports:edge.{name}", self.reg.addr);
+        let out = Command::new("skopeo").args(["inspect", "--raw", "--tls-verify=false", &reference]).output().unwrap();
+        if !out.status.success() {
+            return None;
+        }
+        let manifest: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(manifest["config"]["data"].as_str()?).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
 /// Sends SIGTERM and waits (bounded) for the exit code.
 pub fn terminate(child: &mut Child) -> Option<i32> {
     unsafe_kill(child.id(), "TERM");
