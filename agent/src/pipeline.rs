@@ -230,20 +230,7 @@ impl Pipeline {
             reason: format!("held by {}: {}; {what}", hold.by, hold.reason),
             at: now_rfc3339(),
         };
-        let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
-        let attempt = (!repeat).then(|| Attempt {
-            id: 0,
-            source: state.source.clone(),
-            summary: summary.clone(),
-            stage: at.stage.into(),
-            resync: at.resync,
-            drift: 0,
-            pruned: 0,
-            prune_refused: false,
-            health: None,
-            objects: Vec::new(),
-            unhealthy: Vec::new(),
-        });
+        let attempt = unless_repeat(state, &summary, at.stage, at.resync);
         self.save(state, summary, attempt, AttemptResult::Held, false)
     }
 
@@ -385,20 +372,7 @@ impl Pipeline {
         }
         let summary = AttemptSummary { digest: Some(req.digest.clone()), sequence: Some(req.sequence), result: AttemptResult::Unchanged, reason, at: now_rfc3339() };
         // Recorded when what drifted changes, not on every resync.
-        let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
-        let attempt = (!repeat).then(|| Attempt {
-            id: 0,
-            source: state.source.clone(),
-            summary: summary.clone(),
-            stage: at.stage.into(),
-            resync: true,
-            drift: n,
-            pruned: 0,
-            prune_refused: false,
-            health: None,
-            objects: Vec::new(),
-            unhealthy: Vec::new(),
-        });
+        let attempt = unless_repeat(&state, &summary, at.stage, true).map(|a| Attempt { drift: n, ..a });
         self.last_apply = Some(Instant::now());
         self.shared.ready.store(true, Ordering::Relaxed);
         self.save(&state, summary, attempt, AttemptResult::Unchanged, false)
@@ -518,20 +492,7 @@ impl Pipeline {
             at: now_rfc3339(),
         };
         // Repeats of the same outcome (a registry outage, a refused tag) are not appended.
-        let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == result && l.digest == summary.digest && l.reason == summary.reason);
-        let attempt = (!repeat).then(|| Attempt {
-            id: 0,
-            source: state.source.clone(),
-            summary: summary.clone(),
-            stage: at.stage.into(),
-            resync: at.resync,
-            drift: 0,
-            pruned: 0,
-            prune_refused: false,
-            health: None,
-            objects,
-            unhealthy: Vec::new(),
-        });
+        let attempt = unless_repeat(state, &summary, at.stage, at.resync).map(|a| Attempt { objects, ..a });
         self.save(state, summary, attempt, result, unreachable)
     }
 
@@ -572,6 +533,26 @@ struct Pruned {
 type Key = (String, String, Option<String>, String);
 
 /// `req` without the objects in `drop`.
+/// The history entry for `summary` (no objects, pruning or health), or None when it
+/// repeats the last recorded outcome (same result, digest and reason): a registry outage,
+/// a refused tag, a hold or an unchanged drift is recorded once, not on every poll.
+fn unless_repeat(state: &SourceState, summary: &AttemptSummary, stage: &str, resync: bool) -> Option<Attempt> {
+    let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
+    (!repeat).then(|| Attempt {
+        id: 0,
+        source: state.source.clone(),
+        summary: summary.clone(),
+        stage: stage.into(),
+        resync,
+        drift: 0,
+        pruned: 0,
+        prune_refused: false,
+        health: None,
+        objects: Vec::new(),
+        unhealthy: Vec::new(),
+    })
+}
+
 fn without(req: &ApplyRequest, drop: &BTreeSet<Key>) -> ApplyRequest {
     let mut r = req.clone();
     for g in &mut r.groups {
