@@ -67,7 +67,8 @@ fn wait_for(secs: u64, what: &str, listen: &str, log: &Mutex<String>, mut f: imp
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let st = http_get(listen, "/status").map(|r| r.1).unwrap_or_else(|| "(no answer)".into());
-    panic!("timed out after {secs}s waiting for {what}\n/status: {st}\nagent log:\n{}", log.lock().unwrap());
+    let log = log.lock().unwrap().clone();
+    panic!("timed out after {secs}s waiting for {what}\n/status: {st}\nagent log:\n{log}");
 }
 
 fn last_attempt(listen: &str) -> Value {
@@ -85,7 +86,10 @@ fn a_full_state_disk_is_reported_served_from_memory_and_written_once_space_retur
     // A resync on every poll: every poll writes the state database.
     args.extend(["--interval", "300ms", "--resync", "0s"].map(String::from));
     let (mut agent, log) = spawn_agent(&args);
-    let dump = |what: &str| format!("{what}\nagent log:\n{}", log.lock().unwrap());
+    let dump = |what: &str| {
+        let log = log.lock().unwrap().clone();
+        format!("{what}\nagent log:\n{log}")
+    };
     wait_until(60, "v1 applied", || http_get(&listen, "/status").is_some() && live_status(&listen)["appliedDigest"] == v1.as_str());
     let db = std::fs::canonicalize(fx.p("state")).unwrap().join("db").display().to_string();
 
@@ -108,6 +112,8 @@ fn a_full_state_disk_is_reported_served_from_memory_and_written_once_space_retur
     assert_eq!(st["appliedDigest"], v1.as_str(), "{st:#}");
     assert_eq!(st["ready"], true, "the applied bundle is still in place: {st:#}");
     assert_eq!(http_get(&listen, "/healthz").map(|r| r.0), Some(200));
+    let (code, body) = http_get(&listen, "/history").unwrap();
+    assert_eq!(code, 200, "the history written before the disk filled up is still served: {body}");
     let target_before = snapshot(&fx.target());
 
     // Space returns: the next poll writes the state again.
@@ -130,8 +136,45 @@ fn a_full_state_disk_is_reported_served_from_memory_and_written_once_space_retur
         history.iter().any(|a| a["result"] == "Failed" && a["stage"] == "record" && a["reason"].as_str().is_some_and(|r| r.contains(&db))),
         "the outage is in the history written after it: {history:#?}"
     );
+    assert!(!fx.p("state/db/write-probe").exists(), "the probe file is not left behind");
     let once = fx.once(&[]);
     assert_eq!(once.code, 0, "a restarted agent runs on the state: {}", once.stderr);
     let files: Vec<String> = snapshot(&fx.target()).keys().cloned().collect();
     assert_eq!(files, ["manifests/app/ConfigMap.core.a.yaml", "manifests/app/ConfigMap.core.c.yaml"], "target holds v2");
+}
+
+#[test]
+fn an_agent_killed_while_its_state_disk_is_full_restarts_from_the_state_written_last() {
+    let fx = Fx::new();
+    let v1 = fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    let listen = format!("127.0.0.1:{}", drover_tests::free_port());
+    let mut args = fx.agent_args(&fx.tag_ref);
+    let i = args.iter().position(|a| a == "--listen").unwrap();
+    args[i + 1] = listen.clone();
+    args.extend(["--interval", "300ms", "--resync", "0s"].map(String::from));
+    let (mut agent, log) = spawn_agent(&args);
+    wait_for(60, "v1 applied", &listen, &log, || http_get(&listen, "/status").is_some() && live_status(&listen)["appliedDigest"] == v1.as_str());
+
+    // The disk fills up; polls go on (each a resync that cannot be recorded); then kill -9.
+    file_size_limit(agent.id(), Some(0));
+    let polls = metric(&listen, "drover_polls_total{result=\"Failed\"}");
+    wait_for(30, "three polls while the disk is full", &listen, &log, || metric(&listen, "drover_polls_total{result=\"Failed\"}") >= polls + 3.0);
+    agent_support::unsafe_kill(agent.id(), "KILL");
+    let _ = agent.wait();
+
+    // The database opens and reads the state written last: consistent, not corrupt.
+    let st = fx.status();
+    assert_eq!((st["appliedDigest"].as_str(), st["appliedSequence"].as_u64()), (Some(v1.as_str()), Some(1)), "{st:#}");
+    let history = fx.history();
+    assert_eq!((history[0]["result"].as_str(), history[0]["digest"].as_str()), (Some("Applied"), Some(v1.as_str())), "{history:#?}");
+    // A restarted agent runs on it: the same bundle, then the next one.
+    let once = fx.once(&[]);
+    assert_eq!(once.code, 0, "{}", once.stderr);
+    let v2 = fx.push(&objs(&[cm("app", "a", "2"), cm("app", "b", "2")]), 2, Some("k1"), &[]);
+    let once = fx.once(&[]);
+    assert_eq!(once.code, 0, "{}", once.stderr);
+    let st = fx.status();
+    assert_eq!((st["appliedDigest"].as_str(), st["appliedSequence"].as_u64()), (Some(v2.as_str()), Some(2)), "{st:#}");
+    let files: Vec<String> = snapshot(&fx.target()).keys().cloned().collect();
+    assert_eq!(files, ["manifests/app/ConfigMap.core.a.yaml", "manifests/app/ConfigMap.core.b.yaml"], "target holds v2");
 }
