@@ -173,8 +173,14 @@ impl Pipeline {
             tracing::debug!("{digest} unchanged");
             self.shared.metrics.poll("Unchanged");
             self.shared.ready.store(true, Ordering::Relaxed);
+            // While the state cannot be written, the attempt that could not be recorded stays
+            // the last one shown.
+            let unwritten = self.unsaved.is_some();
             self.publish(&state, |st| {
                 st.consecutive_failures = 0;
+                if unwritten {
+                    return;
+                }
                 st.last_attempt = Some(AttemptSummary {
                     digest: Some(digest.clone()),
                     sequence: state.applied_sequence,

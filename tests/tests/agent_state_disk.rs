@@ -83,8 +83,8 @@ fn a_full_state_disk_is_reported_served_from_memory_and_written_once_space_retur
     let mut args = fx.agent_args(&fx.tag_ref);
     let i = args.iter().position(|a| a == "--listen").unwrap();
     args[i + 1] = listen.clone();
-    // A resync on every poll: every poll writes the state database.
-    args.extend(["--interval", "300ms", "--resync", "0s"].map(String::from));
+    // A resync (which writes the state database) every 2 s, unchanged polls between.
+    args.extend(["--interval", "300ms", "--resync", "2s"].map(String::from));
     let (mut agent, log) = spawn_agent(&args);
     let dump = |what: &str| {
         let log = log.lock().unwrap().clone();
@@ -104,9 +104,14 @@ fn a_full_state_disk_is_reported_served_from_memory_and_written_once_space_retur
     assert!(reason.contains("File too large"), "the system's error is kept: {reason}");
     assert!(reason.contains("free space") && reason.contains("writable"), "says what to do: {reason}");
     assert_eq!(metric(&listen, "drover_state_unwritable "), 1.0, "{}", dump("metric"));
-    // The agent keeps running and answering from memory through several polls.
-    let polls = metric(&listen, "drover_polls_total{result=\"Failed\"}");
-    wait_for(30, "three more polls while the disk is full", &listen, &log, || metric(&listen, "drover_polls_total{result=\"Failed\"}") >= polls + 3.0);
+    // The agent keeps running and answering from memory through several polls: unchanged
+    // ones (which write nothing, and do not hide the failure) and resyncs.
+    let polls = |r: &str| metric(&listen, &format!("drover_polls_total{{result=\"{r}\"}}"));
+    let (unchanged, failed) = (polls("Unchanged"), polls("Failed"));
+    wait_for(30, "three unchanged polls and another resync while the disk is full", &listen, &log, || {
+        polls("Unchanged") >= unchanged + 3.0 && polls("Failed") >= failed + 1.0
+    });
+    assert_eq!(last_attempt(&listen)["result"], "Failed", "{}", dump("the failure stays the last attempt shown"));
     assert!(agent.try_wait().unwrap().is_none(), "{}", dump("the agent exited while the disk was full"));
     let st = live_status(&listen);
     assert_eq!(st["appliedDigest"], v1.as_str(), "{st:#}");
