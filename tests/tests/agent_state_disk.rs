@@ -109,9 +109,10 @@ fn a_full_state_disk_is_reported_served_from_memory_and_written_once_space_retur
     let polls = |r: &str| metric(&listen, &format!("drover_polls_total{{result=\"{r}\"}}"));
     let (unchanged, failed) = (polls("Unchanged"), polls("Failed"));
     wait_for(30, "three unchanged polls and another resync while the disk is full", &listen, &log, || {
+        let a = last_attempt(&listen);
+        assert_eq!(a["result"], "Failed", "the failure stays the last attempt shown: {a:#}");
         polls("Unchanged") >= unchanged + 3.0 && polls("Failed") >= failed + 1.0
     });
-    assert_eq!(last_attempt(&listen)["result"], "Failed", "{}", dump("the failure stays the last attempt shown"));
     assert!(agent.try_wait().unwrap().is_none(), "{}", dump("the agent exited while the disk was full"));
     let st = live_status(&listen);
     assert_eq!(st["appliedDigest"], v1.as_str(), "{st:#}");
