@@ -30,17 +30,21 @@ BIN=$PWD/target/$PROFILE
 WORK=$(mktemp -d)
 source bench/lib.sh
 AGENT_PID="" FAKE_PID=""
+# The registry's storage on tmpfs when there is one: `drover push` spends ~0.05 s of CPU,
+# the rest of its time waits for the registry's ~25 sequential writes, which tmpfs makes
+# about twice as fast. The agent's state directory stays on disk (it is what is measured).
+REG_WORK=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 cleanup() {
   [[ -n $AGENT_PID ]] && kill "$AGENT_PID" 2>/dev/null
   [[ -n $FAKE_PID ]] && kill "$FAKE_PID" 2>/dev/null
   stop_registries
-  rm -rf "$WORK"
+  rm -rf "$WORK" "$REG_WORK"
 }
 trap cleanup EXIT
 START=$(date +%s)
 fail() { echo "FAIL: $*" >&2; echo "--- agent log (last 30 lines) ---" >&2; tail -30 "$WORK/agent.log" >&2 || true; exit 1; }
 
-start_registry
+WORK=$REG_WORK start_registry
 REF="$REG/fleet/soak:prod"
 # The signing key: a plain PKCS#8 P-256 key (`drover push --key` reads it as it reads a
 # cosign key) instead of `drover keygen`'s scrypt-encrypted one, whose decryption on every
