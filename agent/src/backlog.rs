@@ -61,3 +61,50 @@ impl Backlog {
         self.state.last_attempt = Some(summary);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(result: AttemptResult, reason: &str) -> AttemptSummary {
+        AttemptSummary { digest: Some("sha256:aa".into()), sequence: Some(7), result, reason: reason.into(), at: "t".into() }
+    }
+
+    #[test]
+    fn an_unwritten_attempt_turns_failed_once_per_error_keeping_what_happened() {
+        let e = RecordError::Db { path: "/var/lib/drover/db".into(), message: "I/O error: No space left on device (os error 28)".into() };
+        let mut b = Backlog::default();
+        let state = SourceState { source: "reg/fleet/edge:prod".into(), last_attempt: Some(summary(AttemptResult::Applied, "")), ..Default::default() };
+        let applied = Attempt::plain("reg/fleet/edge:prod", summary(AttemptResult::Applied, ""), "record", true);
+        b.push(state.clone(), Some(applied.clone()));
+        b.not_written(&e, Path::new("/var/lib/drover/db"));
+        let last = b.state().last_attempt.clone().unwrap();
+        assert_eq!((last.result, last.digest.as_deref(), last.sequence), (AttemptResult::Failed, Some("sha256:aa"), Some(7)));
+        assert!(last.reason.starts_with("Applied, not recorded: state database /var/lib/drover/db: I/O error: No space left"), "{}", last.reason);
+        assert!(last.reason.contains("free space on the volume of /var/lib/drover/db or make it writable"), "{}", last.reason);
+        // The next resync fails the same way: kept, but the failure is not repeated.
+        b.push(state, Some(applied));
+        b.not_written(&e, Path::new("/var/lib/drover/db"));
+        let stages: Vec<&str> = b.attempts.iter().map(|a| a.stage.as_str()).collect();
+        assert_eq!(stages, ["record", "record", "record"]);
+        let failed = b.attempts.iter().filter(|a| a.summary.result == AttemptResult::Failed).count();
+        assert_eq!(failed, 1, "one Failed entry per error");
+        // A failed attempt keeps its own reason in front.
+        let mut b = Backlog::default();
+        let refused = SourceState { last_attempt: Some(summary(AttemptResult::Failed, "apply of sha256:aa failed")), ..Default::default() };
+        b.push(refused, None);
+        b.not_written(&e, Path::new("/d"));
+        assert!(b.state().last_attempt.as_ref().unwrap().reason.starts_with("Failed (apply of sha256:aa failed), not recorded: "));
+    }
+
+    #[test]
+    fn at_most_the_history_cap_waits() {
+        let mut b = Backlog::default();
+        for i in 0..(HISTORY_CAP + 30) {
+            let a = Attempt::plain("s", summary(AttemptResult::Applied, &i.to_string()), "record", true);
+            b.push(SourceState::default(), Some(a));
+        }
+        assert_eq!(b.attempts.len(), HISTORY_CAP);
+        assert_eq!(b.attempts[0].summary.reason, "30", "the oldest are dropped");
+    }
+}
