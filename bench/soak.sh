@@ -9,7 +9,9 @@
 # (VmRSS) and peak (VmHWM), the size of its sled directory (STATE/db, bytes and disk
 # usage), the history length (/history), and the applies, resyncs and pushes so far.
 # Goals: RSS at N within 1 MiB of RSS at 100; sled size bounded (the cache keeps the
-# applied bundle only once a newer one is applied); history capped at 100.
+# applied bundle only once a newer one is applied); history capped at 100. At the end it
+# checks that the fake API server holds exactly bundle N (nothing left behind, nothing
+# pruned too early) and that the agent stops with exit 0 on SIGTERM.
 #
 # Usage: bench/soak.sh [N]                   release build (SKIP_BUILD=1 to skip building)
 #        SOAK_TIMEOUT=3600 bench/soak.sh 1000   whole-run bound in seconds (default 2 h);
@@ -148,6 +150,21 @@ done
 resyncs=$(curl -fsS "http://$LISTEN/metrics" | awk '/^drover_polls_total\{result="Applied"\}/ {print $2}')
 pruned=$(curl -fsS "http://$LISTEN/metrics" | awk '/^drover_prunes_total / {print $2}')
 echo "updates $N, Applied polls ${resyncs%.*} (updates + resyncs), objects pruned ${pruned%.*}, drover push mean $((PUSH_MS / N)) ms, total $(($(date +%s) - START)) s, load $(cut -d' ' -f1-3 /proc/loadavg)"
+# The cluster holds exactly bundle N: its 30 ConfigMaps with N's data (and the Secret on
+# a 7th update), nothing pruned too early or left behind.
+curl -fsS "$API/api/v1/namespaces/soak/configmaps" >"$WORK/cms.json"
+curl -fsS "$API/api/v1/namespaces/soak/secrets" >"$WORK/secrets.json"
+python3 - "$N" "$WORK/cms.json" "$WORK/secrets.json" <<'PY' || fail "the cluster does not hold bundle $N"
+import json, sys
+n = int(sys.argv[1])
+cms = {o["metadata"]["name"]: o.get("data", {}) for o in json.load(open(sys.argv[2]))["items"]}
+want = {f"base-{i:02d}" for i in range(20)} | {f"roll-{j}" for j in range(n, n + 10)}
+assert set(cms) == want, f"ConfigMaps: missing {sorted(want - set(cms))}, left behind {sorted(set(cms) - want)}"
+assert all(cms[f"base-{i:02d}"]["update"] == str(n) for i in range(20)), "base ConfigMaps not at update %d" % n
+secrets = {o["metadata"]["name"] for o in json.load(open(sys.argv[3]))["items"]}
+assert ("every-7th" in secrets) == (n % 7 == 0), f"Secrets: {sorted(secrets)}"
+print(f"cluster holds bundle {n}: {len(cms)} ConfigMaps" + (", the Secret" if n % 7 == 0 else ""))
+PY
 kill -TERM "$AGENT_PID"; wait "$AGENT_PID" || fail "agent exit code $? on SIGTERM"; AGENT_PID=""
 
 # Goals.
