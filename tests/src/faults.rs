@@ -77,6 +77,7 @@ pub struct FaultProxy {
     injected: Arc<Mutex<Vec<Injected>>>,
     lines: Arc<Mutex<Vec<String>>>,
     hook: Arc<Mutex<Option<Hook>>>,
+    scripted: Arc<Mutex<Vec<(String, Fault)>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -88,6 +89,7 @@ struct Shared {
     injected: Arc<Mutex<Vec<Injected>>>,
     lines: Arc<Mutex<Vec<String>>>,
     hook: Arc<Mutex<Option<Hook>>>,
+    scripted: Arc<Mutex<Vec<(String, Fault)>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -114,6 +116,7 @@ impl FaultProxy {
         let stop = Arc::new(AtomicBool::new(false));
         let lines = Arc::new(Mutex::new(Vec::new()));
         let hook: Arc<Mutex<Option<Hook>>> = Arc::new(Mutex::new(None));
+        let scripted = Arc::new(Mutex::new(Vec::new()));
         let shared = Arc::new(Shared {
             upstream: upstream.to_string(),
             profile,
@@ -122,6 +125,7 @@ impl FaultProxy {
             injected: injected.clone(),
             lines: lines.clone(),
             hook: hook.clone(),
+            scripted: scripted.clone(),
             stop: stop.clone(),
         });
         let st = stop.clone();
@@ -140,7 +144,14 @@ impl FaultProxy {
                 }
             }
         });
-        FaultProxy { addr, seed, rate, injected, lines, hook, stop }
+        FaultProxy { addr, seed, rate, injected, lines, hook, scripted, stop }
+    }
+
+    /// Scripts `fault` for the next request whose request line contains `pattern`, on
+    /// top of the seeded ones (a `Truncate` or `Corrupt` that meets no body passes the
+    /// answer unchanged and is not recorded).
+    pub fn script(&self, pattern: &str, fault: Fault) {
+        self.scripted.lock().unwrap().push((pattern.to_string(), fault));
     }
 
     /// Runs `hook` with the request line of every request after the upstream answered
@@ -242,13 +253,21 @@ fn serve(mut conn: TcpStream, sh: &Shared) {
     let line = req.head[0].clone();
     sh.lines.lock().unwrap().push(line.clone());
     let eligible = sh.profile == Profile::Registry || line.starts_with("PATCH ");
-    let roll = {
-        let mut rng = sh.rng.lock().unwrap();
-        let hit = eligible && rng.random_range(0..1000) < sh.rate.load(Ordering::SeqCst);
-        (hit, rng.random_range(0..8u32))
+    let scripted = {
+        let mut q = sh.scripted.lock().unwrap();
+        q.iter().position(|(p, _)| line.contains(p.as_str())).map(|i| q.remove(i).1)
+    };
+    let roll = match scripted {
+        Some(_) => (false, 0),
+        None => {
+            let mut rng = sh.rng.lock().unwrap();
+            let hit = eligible && rng.random_range(0..1000) < sh.rate.load(Ordering::SeqCst);
+            (hit, rng.random_range(0..8u32))
+        }
     };
     let record = |fault: Fault| sh.injected.lock().unwrap().push(Injected { line: line.clone(), fault });
     let early = match (sh.profile, roll) {
+        _ if scripted.is_some() => scripted.filter(|f| matches!(f, Fault::Status(_) | Fault::TooMany | Fault::Conflict)),
         (_, (false, _)) => None,
         (Profile::Registry, (true, 0)) => Some(Fault::Status(500)),
         (Profile::Registry, (true, 1)) => Some(Fault::Status(502)),
@@ -289,6 +308,12 @@ fn serve(mut conn: TcpStream, sh: &Shared) {
         (_, true, 5 | 6) if has_body && digested => Some(Fault::Corrupt),
         (_, true, _) if has_body => Some(Fault::Slow),
         (_, true, _) => Some(Fault::Reset),
+    };
+    let fault = match scripted {
+        Some(Fault::Truncate | Fault::Corrupt) if !(has_body && digested) => None,
+        Some(Fault::Slow) if !has_body => None,
+        Some(f) => Some(f),
+        None => fault,
     };
     if let Some(f) = fault {
         record(f);

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use agent_support::*;
 use drover_tests::faults::{Fault, FaultProxy};
-use drover_tests::run;
+use drover_tests::{rawreg, run};
 
 const UPDATES: u64 = 50;
 /// Faults per 1,000 proxied requests.
@@ -112,4 +112,96 @@ fn agent_follows_50_updates_through_a_faulty_registry() {
     let kinds: std::collections::BTreeSet<Fault> = injected.iter().map(|f| f.fault).collect();
     assert!(kinds.len() >= 4, "{}", ctx(format!("too few kinds of faults injected: {kinds:?}")));
     assert!(failed_cycles > 0, "{}", ctx("no cycle failed: the faults were not seen".into()));
+}
+
+/// The registry's repository of the channel (`fleet/edge`).
+const REPO: &str = "fleet/edge";
+
+/// Moves the channel tag `prod` to `bytes` with a raw HTTP PUT straight to the registry.
+fn move_tag(registry: &str, bytes: &[u8]) {
+    rawreg::put_manifest(registry, REPO, "prod", bytes, drover_proto::media::OCI_MANIFEST);
+}
+
+/// Arms `proxy`: right after the registry answered the next `HEAD` of the channel tag,
+/// and before the agent sees that answer, the tag is moved to `bytes` (raw HTTP).
+fn move_tag_after_head(proxy: &FaultProxy, registry: &str, bytes: Vec<u8>) {
+    let armed = std::sync::atomic::AtomicBool::new(true);
+    let registry = registry.to_string();
+    proxy.on_answer(move |line| {
+        if line.starts_with("HEAD /v2/fleet/edge/manifests/prod ") && armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            move_tag(&registry, &bytes);
+        }
+    });
+}
+
+#[test]
+fn a_tag_moved_between_head_and_get_never_mixes_bundles() {
+    let fx = Fx::new();
+    let proxy = FaultProxy::start(&fx.reg.addr, 0, 0);
+    let source = format!("{}/fleet/edge:prod", proxy.addr);
+    let reg = fx.reg.addr.clone();
+    fx.push(&objs(&bundle(1)), 1, Some("k1"), &[]);
+    assert_eq!(fx.once_from(&source, &[]).code, 0);
+    let d2 = fx.push(&objs(&bundle(2)), 2, Some("k1"), &[]);
+    let d3 = fx.push(&objs(&bundle(3)), 3, Some("k1"), &[]);
+    let bytes = |d: &str| rawreg::manifest(&reg, REPO, d).expect("pushed manifest").0;
+    // The attacker's manifest: bundle 3's manifest with one annotation more (other
+    // digest, signed by nobody), put under the tag between the agent's HEAD and GET.
+    let mut evil: serde_json::Value = serde_json::from_slice(&bytes(&d3)).unwrap();
+    evil["annotations"]["org.example.moved"] = "yes".into();
+    let evil = serde_json::to_vec(&evil).unwrap();
+    let evil_digest = rawreg::digest(&evil);
+
+    move_tag(&reg, &bytes(&d2));
+    move_tag_after_head(&proxy, &reg, evil);
+    let out = fx.once_from(&source, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let st = fx.status();
+    assert_eq!(st["appliedDigest"], d2.as_str(), "the agent applies what its HEAD resolved: {st}");
+    assert_eq!(whole(&snapshot(&fx.target().join("manifests")), 3), Some(2), "the target is bundle 2, whole");
+    let by_tag: Vec<String> = proxy.lines().into_iter().filter(|l| l.starts_with("GET /v2/fleet/edge/manifests/prod ")).collect();
+    assert!(by_tag.is_empty(), "the agent fetched the manifest by tag, not by the digest it resolved: {by_tag:?}");
+    // Next poll: the tag names the attacker's manifest: refused, bundle 2 stays.
+    let out = fx.once_from(&source, &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let h = fx.history();
+    assert_eq!(h[0]["result"], "Rejected", "{}", h[0]);
+    assert_eq!(h[0]["digest"], evil_digest.as_str(), "{}", h[0]);
+    assert_eq!(whole(&snapshot(&fx.target().join("manifests")), 3), Some(2));
+    assert_eq!(fx.status()["appliedDigest"], d2.as_str());
+
+    // A publisher's race: the tag moves to the next signed bundle between HEAD and GET.
+    let d4 = fx.push(&objs(&bundle(4)), 4, Some("k1"), &[]);
+    move_tag(&reg, &bytes(&d3));
+    move_tag_after_head(&proxy, &reg, bytes(&d4));
+    assert_eq!(fx.once_from(&source, &[]).code, 0);
+    assert_eq!(fx.status()["appliedDigest"], d3.as_str());
+    assert_eq!(whole(&snapshot(&fx.target().join("manifests")), 4), Some(3), "bundle 3, whole");
+    assert_eq!(fx.once_from(&source, &[]).code, 0);
+    assert_eq!(fx.status()["appliedDigest"], d4.as_str());
+    assert_eq!(whole(&snapshot(&fx.target().join("manifests")), 4), Some(4), "then bundle 4, whole");
+    let by_tag: Vec<String> = proxy.lines().into_iter().filter(|l| l.starts_with("GET /v2/fleet/edge/manifests/prod ")).collect();
+    assert!(by_tag.is_empty(), "{by_tag:?}");
+}
+
+#[test]
+fn a_signature_manifest_cut_or_flipped_on_the_way_is_retried_not_refused() {
+    let fx = Fx::new();
+    let proxy = FaultProxy::start(&fx.reg.addr, 0, 0);
+    let source = format!("{}/fleet/edge:prod", proxy.addr);
+    for (i, fault) in [(1u64, Fault::Truncate), (2, Fault::Corrupt)] {
+        let d = fx.push(&objs(&bundle(i)), i, Some("k1"), &[]);
+        proxy.script(".sig ", fault);
+        let out = fx.once_from(&source, &[]);
+        assert!(proxy.injected().iter().any(|f| f.fault == fault && f.line.contains(".sig ")), "{fault:?} was not injected: {:?}", proxy.injected());
+        assert_eq!(out.code, 1, "{fault:?}: {}", out.stderr);
+        let h = fx.history();
+        assert_eq!(h[0]["result"], "Failed", "{fault:?} on the signature manifest is damage on the way, not tampering: {}", h[0]);
+        let reason = h[0]["reason"].as_str().unwrap_or("");
+        assert!(reason.contains("digest mismatch") && reason.contains(".sig"), "{fault:?}: {reason}");
+        // The next poll fetches it again and applies the bundle.
+        let out = fx.once_from(&source, &[]);
+        assert_eq!(out.code, 0, "{fault:?}: {}", out.stderr);
+        assert_eq!(fx.status()["appliedDigest"], d.as_str());
+    }
 }
