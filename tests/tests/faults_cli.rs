@@ -17,7 +17,7 @@ use drover_tests::{rawreg, run, run_ok, Out, Registry};
 use serde_json::Value;
 
 /// Faults per 1,000 proxied requests.
-const RATE: u32 = 100;
+const RATE: u32 = 40;
 /// Attempts with faults per operation before the fault-free retry.
 const TRIES: u32 = 8;
 const PW: (&str, &str) = ("DROVER_KEY_PASSWORD", "");
@@ -115,6 +115,7 @@ fn attempts(name: &str, proxy: &FaultProxy, reg: &Registry, attempt: &dyn Fn() -
         }
         failed += 1;
         assert_clear_failure(&out, &ctx);
+        eprintln!("{name}: {}", out.stderr.lines().filter(|l| l.contains("error")).collect::<Vec<_>>().join(" | "));
     }
     proxy.set_rate(0);
     let before = tag_map(&reg.addr);
@@ -163,6 +164,13 @@ fn push_through_a_faulty_registry() {
         let tags = tag_map(&reg.addr);
         assert_eq!(tags.get("fleet/edge:prod").map(String::as_str), digests[0].as_str(), "push {i}: the channel tag");
     }
+    // The audit sees what it looks for: a bundle manifest under a tag, unsigned.
+    let (bytes, mt) = rawreg::manifest(&reg.addr, "fleet/edge", "prod").unwrap();
+    let mut m: Value = serde_json::from_slice(&bytes).unwrap();
+    m["annotations"]["org.example.unsigned"] = "yes".into();
+    rawreg::put_manifest(&reg.addr, "fleet/edge", "unsigned", &serde_json::to_vec(&m).unwrap(), &mt);
+    let problems = audit(&reg.addr);
+    assert!(problems.len() == 1 && problems[0].contains("fleet/edge:unsigned names a bundle without a signature"), "{problems:?}");
     eprintln!("push, seed {}: {} faults injected, {failed} failed attempts", proxy.seed, proxy.injected().len());
     assert!(failed > 0, "seed {}: no attempt failed: the faults were not seen", proxy.seed);
 }
