@@ -91,6 +91,11 @@ impl World {
 fn agent_follows_20_updates_through_a_faulty_api_server() {
     let seed = seed();
     let env = Env::new(Cluster::fake(), "faults_kube");
+    // The signing key as plain PKCS#8 (`--key` takes either form): a debug build spends
+    // about half a second per push deriving the key of keygen's encrypted envelope.
+    let k = drover_proto::keys::PrivateKey::generate().unwrap();
+    std::fs::write(env.dir.path().join("keys/drover.key"), k.to_pkcs8_pem().unwrap()).unwrap();
+    std::fs::write(env.dir.path().join("keys/drover.pub"), k.public_key().to_pem()).unwrap();
     let upstream = env.cluster.fake_server().unwrap().url().trim_start_matches("http://").to_string();
     let proxy = FaultProxy::start_api(&upstream, seed, RATE);
     let kubeconfig = env.dir.path().join("kubeconfig-proxy");
