@@ -184,3 +184,69 @@ fn agent_follows_20_updates_through_a_faulty_api_server() {
     }
     assert!(failed_cycles > 0, "{}", ctx("no cycle failed: the faults were not seen".into()));
 }
+
+/// `/status` of an agent listening on `port`.
+fn live(port: u16) -> Option<Value> {
+    kube_support::http_get(port, "/status").and_then(|b| serde_json::from_str(&b).ok())
+}
+
+/// A long-running `drover-agent run --target kube --leader-election` with `kubeconfig`.
+fn leader_candidate(env: &Env, kubeconfig: &std::path::Path, state: &str, port: u16, lease: &str) -> std::process::Child {
+    let key = env.dir.path().join("keys/drover.pub");
+    let state = env.dir.path().join(state);
+    std::process::Command::new(drover_tests::bin("drover-agent"))
+        .args(["run", "--target", "kube", "--source", &env.reference, "--plain-http", "--trust-key", key.to_str().unwrap()])
+        .args(["--state-dir", state.to_str().unwrap(), "--listen", &format!("127.0.0.1:{port}"), "--api-timeout", "2s"])
+        .args(["--leader-election", "--lease-namespace", "default", "--lease-name", lease, "--lease-duration", "3s", "--interval", "300ms"])
+        .env("KUBECONFIG", kubeconfig)
+        .env("POD_NAMESPACE", &env.ns)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(env.dir.path().join(format!("agent-{port}.log"))).unwrap())
+        .spawn()
+        .expect("spawn drover-agent")
+}
+
+#[test]
+fn a_leader_whose_lease_renewal_gets_no_answer_stands_down_before_the_lease_expires() {
+    let env = Env::new(Cluster::fake(), "faults_lease");
+    let upstream = env.cluster.fake_server().unwrap().url().trim_start_matches("http://").to_string();
+    let proxy = FaultProxy::start_api(&upstream, seed(), 0);
+    let kubeconfig = env.dir.path().join("kubeconfig-proxy");
+    std::fs::write(&kubeconfig, kubeconfig_yaml(&format!("http://{}", proxy.addr))).unwrap();
+    let lease = format!("{}-lease", env.ns);
+    env.push(&[env.namespace(), env.configmap("settings", "1", &[])], &[]);
+    let (pa, pb) = (drover_tests::free_port(), drover_tests::free_port());
+    // A reaches the API server through the proxy, B directly.
+    let mut a = leader_candidate(&env, &kubeconfig, "state-a", pa, &lease);
+    let led = kube_support::eventually(30, || live(pa).filter(|s| s["role"] == "leader" && s["appliedDigest"].is_string()));
+    let mut b = leader_candidate(&env, env.cluster.kubeconfig(), "state-b", pb, &lease);
+    let stop = |a: &mut std::process::Child, b: &mut std::process::Child| {
+        for c in [a, b] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    };
+    if led.is_none() || kube_support::eventually(30, || live(pb).filter(|s| s["role"] == "standby")).is_none() {
+        stop(&mut a, &mut b);
+        panic!("expected A leading and B standing by: a={:?} b={:?}", live(pa), live(pb));
+    }
+    // From now on every request about the Lease from A reaches the server and gets no answer.
+    for _ in 0..200 {
+        proxy.script(&format!("/leases/{lease}"), Fault::Hang);
+    }
+    let took_over = kube_support::eventually(30, || live(pb).filter(|s| s["role"] == "leader"));
+    // Both asked right after B took over: A must have stood down already (its last
+    // renewal is more than two thirds of the lease duration old by then).
+    let a_now = live(pa);
+    let hung = proxy.injected().len();
+    stop(&mut a, &mut b);
+    assert!(took_over.is_some(), "B did not take the expired Lease over");
+    assert!(hung > 0, "no Lease request was held");
+    let a_role = a_now.as_ref().map(|s| s["role"].clone());
+    assert_ne!(
+        a_role,
+        Some(Value::from("leader")),
+        "two leaders: B holds the Lease while A, whose renewals get no answer, still leads: {a_now:?}"
+    );
+}
