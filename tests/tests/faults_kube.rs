@@ -1,4 +1,4 @@
-//! The agent (kube target) follows a channel through 20 updates while a seeded
+//! The agent (kube target) follows a channel through 15 updates while a seeded
 //! fault-injecting proxy (tests/src/faults.rs, API-server profile) sits between it and
 //! the FAKE API server: some PATCHes are answered 409 Conflict or 500, others are
 //! forwarded and never answered (the agent's `--api-timeout` must end them). After every
@@ -21,7 +21,7 @@ use drover_tests::{run, Out};
 use kube_support::{Cluster, Env};
 use serde_json::Value;
 
-const UPDATES: u64 = 20;
+const UPDATES: u64 = 15;
 /// Faults per 1,000 PATCHes.
 const RATE: u32 = 120;
 /// Cycles allowed per update before the test gives up (the agent must converge).
@@ -88,7 +88,7 @@ impl World {
 }
 
 #[test]
-fn agent_follows_20_updates_through_a_faulty_api_server() {
+fn agent_follows_15_updates_through_a_faulty_api_server() {
     let seed = seed();
     let env = Env::new(Cluster::fake(), "faults_kube");
     // The signing key as plain PKCS#8 (`--key` takes either form): a debug build spends
