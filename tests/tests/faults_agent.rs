@@ -3,11 +3,11 @@
 //! Retry-After, truncated bodies, bodies with flipped bytes, slow bodies. The bundles are
 //! pushed by `drover push` straight to the registry.
 //!
-//! - 25 updates, one `run --once` per cycle: after every cycle the dir target is exactly
+//! - 20 updates, one `run --once` per cycle: after every cycle the dir target is exactly
 //!   one whole pushed bundle and the applied sequence never moved backwards; every failed
 //!   cycle is a Failed attempt with a reason in the history; at the end the target equals
 //!   the last bundle byte for byte (compared with a fault-free agent).
-//! - 50 updates, one long-running agent (`run --interval 100ms`): the same checks at every
+//! - 40 updates, one long-running agent (`run --interval 100ms`): the same checks at every
 //!   sample of `/status` and the target, no fault ever Rejected, and its memory (VmRSS)
 //!   flat between the first and the last quarter of the updates.
 //! - A tag moved between the agent's HEAD and GET (an attacker's manifest; a publisher's
@@ -24,9 +24,9 @@ use drover_tests::faults::{Fault, FaultProxy};
 use drover_tests::{rawreg, run};
 
 /// Updates followed with one `run --once` per cycle.
-const UPDATES: u64 = 25;
+const UPDATES: u64 = 20;
 /// Updates followed by the long-running agent.
-const LONG_UPDATES: u64 = 50;
+const LONG_UPDATES: u64 = 40;
 /// How much VmRSS may grow between the first and the last quarter of the long run (a
 /// leak check, not a speed target).
 const RSS_GROWTH_KIB: u64 = 4 << 10;
@@ -85,7 +85,7 @@ fn whole(snap: &BTreeMap<String, Vec<u8>>, pushed: u64) -> Option<u64> {
 }
 
 #[test]
-fn agent_follows_25_updates_through_a_faulty_registry() {
+fn agent_follows_20_updates_through_a_faulty_registry() {
     let seed = seed();
     let fx = fast_fx();
     let proxy = FaultProxy::start(&fx.reg.addr, seed, RATE);
@@ -152,7 +152,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 #[test]
-fn a_long_running_agent_follows_50_updates_with_flat_memory() {
+fn a_long_running_agent_follows_40_updates_with_flat_memory() {
     let seed = seed();
     let fx = fast_fx();
     let proxy = FaultProxy::start(&fx.reg.addr, seed, RATE);
