@@ -6,13 +6,14 @@
 //! and after every attempt an audit that walks every tag of the registry with raw HTTP
 //! (not through drover, not through the proxy) finds no tag naming a manifest whose
 //! blobs are missing, and no tag naming a bundle without a signature whose blobs exist.
+//! The first attempt of each operation also meets a scripted reset on its first write.
 //! Seed: DROVER_FAULT_SEED (default 14), printed on failure.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use drover_proto::media;
-use drover_tests::faults::FaultProxy;
+use drover_tests::faults::{Fault, FaultProxy};
 use drover_tests::{rawreg, run, run_ok, Out, Registry};
 use serde_json::Value;
 
@@ -105,6 +106,9 @@ fn attempts(name: &str, proxy: &FaultProxy, reg: &Registry, attempt: &dyn Fn() -
     let ctx = |m: String| format!("{name}, seed {seed} (re-run with DROVER_FAULT_SEED={seed}): {m}");
     let (mut done, mut failed) = (Vec::new(), 0);
     proxy.set_rate(RATE);
+    // Whatever the seed, the first attempt meets the nastiest fault: its first write
+    // (PUT) reaches the registry and takes effect, and the answer is a reset.
+    proxy.script("PUT /v2/", Fault::Reset);
     for _ in 0..TRIES {
         let out = attempt();
         let problems = audit(&reg.addr);
