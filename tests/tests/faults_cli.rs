@@ -281,6 +281,10 @@ fn publish_through_a_faulty_registry() {
         for v in &done {
             assert_eq!(digests(v), first, "publish {env}: retries gave other digests");
         }
+        // The release record exists once an attempt completed (the promotion gate of the
+        // next environment reads it), even when an earlier attempt failed to write it.
+        let record = format!("fleet/drover-releases:{env}-{revision}");
+        assert!(tag_map(&reg.addr).contains_key(&record), "publish {env}: no release record {record}");
     }
     eprintln!("publish, seed {}: {} faults injected, {failed} failed attempts", proxy.seed, proxy.injected().len());
     assert!(failed > 0, "seed {}: no attempt failed: the faults were not seen", proxy.seed);
