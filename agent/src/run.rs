@@ -247,6 +247,12 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     if listen.is_some() {
         crate::query::remove_endpoint(&settings.state_dir);
     }
+    if !pipeline.write_unsaved() {
+        tracing::error!(
+            "stopping with the last attempts not written to {}: the next start begins from the state written last and re-applies the channel's bundle",
+            store.path().display()
+        );
+    }
     store.flush().context("flushing the state database")?;
     tracing::info!("drover-agent stopped");
     Ok(code)
