@@ -7,12 +7,15 @@ REG_PIDS=()
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Starts a fresh docker-registry (new port, new storage under $WORK) and waits until it
-# answers. Sets REG=127.0.0.1:PORT and REG_PID. Call it directly, not in $(...): the
-# PID must reach this shell so that stop_registries can stop it.
+# answers. Sets REG=127.0.0.1:PORT, REG_PID and REG_LOG (its log file; with
+# REG_ACCESSLOG=1 it holds one access-log line per request). Call it directly, not in
+# $(...): the PID must reach this shell so that stop_registries can stop it.
 start_registry() {
   local port; port=$(free_port)
   local dir="$WORK/reg-$port"; mkdir -p "$dir/storage"
-  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\nstorage: {filesystem: {rootdirectory: %s/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$dir" "$port" > "$dir/config.yml"
+  local access=true; [[ -n ${REG_ACCESSLOG:-} ]] && access=false
+  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: %s}}\nstorage: {filesystem: {rootdirectory: %s/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$access" "$dir" "$port" > "$dir/config.yml"
+  REG_LOG="$dir/log"
   docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
   REG_PID=$!
   REG_PIDS+=("$REG_PID")
@@ -25,3 +28,25 @@ stop_registry() { kill "$REG_PID" 2>/dev/null || true; wait "$REG_PID" 2>/dev/nu
 
 # Stops every registry started here.
 stop_registries() { for p in "${REG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+
+# Request counts of a registry access log (REG_ACCESSLOG=1) since byte offset $2:
+# "N requests: X HEAD, Y GET manifest, Z GET blob (B KiB), W writes".
+count_requests() {
+  tail -c +"$(( ${2:-0} + 1 ))" "$1" | python3 -c '
+import re, sys
+n = {"HEAD": 0, "GETm": 0, "GETb": 0, "GETbig": 0, "GETo": 0, "W": 0}
+for line in sys.stdin:
+    m = re.search(r"\"(HEAD|GET|PUT|POST|PATCH|DELETE) (\S+) HTTP/[^\"]*\" (\d+) (\d+|-)", line)
+    if not m: continue
+    meth, path, size = m.group(1), m.group(2), m.group(4)
+    if meth == "HEAD": n["HEAD"] += 1
+    elif meth == "GET" and "/manifests/" in path: n["GETm"] += 1
+    elif meth == "GET" and "/blobs/" in path:
+        n["GETb"] += 1
+        n["GETbig"] += 0 if size == "-" else int(size)
+    elif meth == "GET": n["GETo"] += 1
+    else: n["W"] += 1
+total = sum(v for k, v in n.items() if k != "GETbig")
+print(f"{total} requests: {n[\"HEAD\"]} HEAD, {n[\"GETm\"]} GET manifest, {n[\"GETb\"]} GET blob ({n[\"GETbig\"] // 1024} KiB), {n[\"GETo\"]} other GET, {n[\"W\"]} writes")
+'
+}
