@@ -29,24 +29,29 @@ stop_registry() { kill "$REG_PID" 2>/dev/null || true; wait "$REG_PID" 2>/dev/nu
 # Stops every registry started here.
 stop_registries() { for p in "${REG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 
-# Request counts of a registry access log (REG_ACCESSLOG=1) since byte offset $2:
-# "N requests: X HEAD, Y GET manifest, Z GET blob (B KiB), W writes".
+# Request counts of a registry access log (REG_ACCESSLOG=1) from byte offset $2 on:
+# "N requests: X HEAD, Y GET manifest, Z GET blob (K KiB), O other GET, W writes".
 count_requests() {
   tail -c +"$(( ${2:-0} + 1 ))" "$1" | python3 -c '
 import re, sys
-n = {"HEAD": 0, "GETm": 0, "GETb": 0, "GETbig": 0, "GETo": 0, "W": 0}
+head = getm = getb = kib = geto = writes = 0
 for line in sys.stdin:
     m = re.search(r"\"(HEAD|GET|PUT|POST|PATCH|DELETE) (\S+) HTTP/[^\"]*\" (\d+) (\d+|-)", line)
-    if not m: continue
+    if not m:
+        continue
     meth, path, size = m.group(1), m.group(2), m.group(4)
-    if meth == "HEAD": n["HEAD"] += 1
-    elif meth == "GET" and "/manifests/" in path: n["GETm"] += 1
+    if meth == "HEAD":
+        head += 1
+    elif meth == "GET" and "/manifests/" in path:
+        getm += 1
     elif meth == "GET" and "/blobs/" in path:
-        n["GETb"] += 1
-        n["GETbig"] += 0 if size == "-" else int(size)
-    elif meth == "GET": n["GETo"] += 1
-    else: n["W"] += 1
-total = sum(v for k, v in n.items() if k != "GETbig")
-print(f"{total} requests: {n[\"HEAD\"]} HEAD, {n[\"GETm\"]} GET manifest, {n[\"GETb\"]} GET blob ({n[\"GETbig\"] // 1024} KiB), {n[\"GETo\"]} other GET, {n[\"W\"]} writes")
+        getb += 1
+        kib += 0 if size == "-" else int(size)
+    elif meth == "GET":
+        geto += 1
+    else:
+        writes += 1
+total = head + getm + getb + geto + writes
+print(f"{total} requests: {head} HEAD, {getm} GET manifest, {getb} GET blob ({kib // 1024} KiB), {geto} other GET, {writes} writes")
 '
 }

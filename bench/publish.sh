@@ -17,19 +17,20 @@ WORKLOADS=${2:-20}
 if [[ -z ${SKIP_BUILD:-} ]]; then   # SKIP_BUILD=1: use the existing binaries
   cargo build --release -p drover-bundler --bin drover --example platform_bench --quiet
 fi
-DROVER=$PWD/target/release/drover
+DROVER=${DROVER:-$PWD/target/release/drover}   # DROVER=PATH: measure another binary
 WORK=$(mktemp -d)
 source bench/lib.sh
 cleanup() { stop_registries; rm -rf "$WORK"; }
 trap cleanup EXIT
 export DROVER_KEY_PASSWORD=bench
-T="timeout 600 /usr/bin/time -f %e\ %M -o $WORK/t"
+# Runs a command bounded (600 s), wall time and peak RSS (KiB) into $WORK/t.
+T() { timeout 600 /usr/bin/time -f "%e %M" -o "$WORK/t" "$@"; }
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 target/release/examples/platform_bench gen "$WORK/plat" "$WORKLOADS" "$TYPES" >/dev/null
 "$DROVER" keygen --out-dir "$WORK/k" >/dev/null
 REG_ACCESSLOG=1 start_registry; SRC=$REG; LOG=$REG_LOG
-pub() { $T "$DROVER" -o json publish "$WORK/plat" --env dev --registry "$SRC/bench" --key "$WORK/k/drover.key" --plain-http --revision "$1" >"$WORK/pub.json"; }
+pub() { T "$DROVER" -o json publish "$WORK/plat" --env dev --registry "$SRC/bench" --key "$WORK/k/drover.key" --plain-http --revision "$1" >"$WORK/pub.json"; }
 changed() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(sum(x["changed"] for x in r), "of", len(r), "changed")' "$WORK/pub.json"; }
 
 off=$(stat -c %s "$LOG"); pub b1; read -r s1 k1 <"$WORK/t"
@@ -52,7 +53,7 @@ for t in range(n):
     print(f"    {repo}: [{', '.join(json.dumps(x) for x in sorted(tags))}]")
 PY
 start_registry; DST=$REG
-$T skopeo sync --src yaml --dest docker --dest-tls-verify=false "$WORK/sync.yaml" "$DST/mirror" >/dev/null 2>"$WORK/skopeo.err" || { cat "$WORK/skopeo.err"; exit 1; }
+T skopeo sync --src yaml --dest docker --dest-tls-verify=false "$WORK/sync.yaml" "$DST/mirror" >/dev/null 2>"$WORK/skopeo.err" || { cat "$WORK/skopeo.err"; exit 1; }
 read -r ss sk <"$WORK/t"
 echo "peer: skopeo sync of the ${TYPES} published repositories (every tag): ${ss} s, peak RSS $((sk / 1024)) MiB"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
