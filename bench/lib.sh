@@ -13,8 +13,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 start_registry() {
   local port; port=$(free_port)
   local dir="$WORK/reg-$port"; mkdir -p "$dir/storage"
+  # As Debian ships it (/etc/docker/registry/config.yml), with the in-memory blob
+  # descriptor cache, but quiet: errors only, and no access log unless REG_ACCESSLOG=1.
   local access=true; [[ -n ${REG_ACCESSLOG:-} ]] && access=false
-  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: %s}}\nstorage: {filesystem: {rootdirectory: %s/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$access" "$dir" "$port" > "$dir/config.yml"
+  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: %s}}\nstorage: {cache: {blobdescriptor: inmemory}, filesystem: {rootdirectory: %s/storage}}\nhttp: {addr: 127.0.0.1:%s}\n' "$access" "$dir" "$port" > "$dir/config.yml"
   REG_LOG="$dir/log"
   docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
   REG_PID=$!
