@@ -6,9 +6,10 @@
 # Usage: bench/airgap.sh [N]   (N bundles, default 300). Stops its registries on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 N=${1:-300}
 [[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler --quiet   # SKIP_BUILD=1: use the existing binary
-DROVER=$PWD/target/release/drover
+DROVER=${DROVER:-$PWD/target/release/drover}   # DROVER=PATH: measure another binary
 WORK=$(mktemp -d)
 source bench/lib.sh
 cleanup() { stop_registries; rm -rf "$WORK"; }
@@ -40,6 +41,23 @@ read -r i2s i2k <"$WORK/t"
 echo "export $N bundles:            ${es} s, peak RSS $((ek / 1024)) MiB, archive $(( $(stat -c %s "$WORK/all.tar") / 1024 )) KiB"
 echo "import $N bundles (verified): ${is} s, peak RSS $((ik / 1024)) MiB, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["manifests"]))' "$WORK/imp.json") manifests"
 echo "import again (no-op):         ${i2s} s, peak RSS $((i2k / 1024)) MiB"
+if [[ ${PEER:-1} != 0 ]]; then   # PEER=0: skip the (slow) skopeo side
+  # The peer: skopeo moving the same bundles and signatures (every tag of the N
+  # repositories) from the source registry to a fresh one in one `skopeo sync`.
+  python3 - "$SRC" "$N" >"$WORK/sync.yaml" <<'PY2'
+import json, sys, urllib.request
+reg, n = sys.argv[1], int(sys.argv[2])
+print(f"{reg}:\n  tls-verify: false\n  images:")
+for i in range(1, n + 1):
+    repo = f"fleet/type-{i:0{len(str(n))}d}"
+    tags = json.load(urllib.request.urlopen(f"http://{reg}/v2/{repo}/tags/list"))["tags"]
+    print(f"    {repo}: [{', '.join(json.dumps(x) for x in sorted(tags))}]")
+PY2
+  start_registry
+  timeout 900 /usr/bin/time -f "%e %M" -o "$WORK/t" skopeo sync --src yaml --dest docker --dest-tls-verify=false "$WORK/sync.yaml" "$REG/mirror" >/dev/null 2>"$WORK/skopeo.err" || { cat "$WORK/skopeo.err"; exit 1; }
+  read -r ss sk <"$WORK/t"
+  echo "peer: skopeo sync of the same $N repositories (bundle + signature each): ${ss} s, peak RSS $((sk / 1024)) MiB"
+fi
 
 # One ~20 MiB bundle: import peak RSS stays near one blob, not the archive size.
 mkdir -p "$WORK/big"

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
 [[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler --quiet   # SKIP_BUILD=1: use the existing binary
-DROVER=$PWD/target/release/drover
+DROVER=${DROVER:-$PWD/target/release/drover}   # DROVER=PATH: measure another binary
 WORK=$(mktemp -d)
 source bench/lib.sh
 cleanup() { stop_registries; rm -rf "$WORK"; }

@@ -219,7 +219,13 @@ impl Collector {
     /// error messages (a file path, a template path). Errors name the label and the
     /// document number (from 1).
     pub fn add_document_text(&mut self, source_label: &str, text: &str) -> Result<(), InputError> {
-        let size = text.len() as u64;
+        self.charge(source_label, text.len() as u64)?;
+        let docs = parse_text(source_label, text)?;
+        self.add_parsed(docs)
+    }
+
+    /// Counts `size` bytes of `source_label` against the per-file and total limits.
+    fn charge(&mut self, source_label: &str, size: u64) -> Result<(), InputError> {
         if size > self.limits.max_file_bytes {
             return Err(InputError::FileTooLarge { path: source_label.into(), size, limit: self.limits.max_file_bytes });
         }
@@ -231,22 +237,13 @@ impl Collector {
                 limit: self.limits.max_total_bytes,
             });
         }
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        for (i, doc) in drover_proto::yaml::documents(text).enumerate() {
-            let at = format!("{source_label} (document {})", i + 1);
-            let mut y = doc.map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
-            y.apply_merge().map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
-            let v = yaml_to_json(&y).map_err(|message| InputError::Invalid { at: at.clone(), message })?;
-            match v {
-                Value::Null => continue,
-                Value::Object(_) => self.add_value(&at, v, true)?,
-                other => {
-                    return Err(InputError::Invalid {
-                        at,
-                        message: format!("the document is {}, not an object (a mapping with apiVersion, kind, metadata)", kind_of(&other)),
-                    })
-                }
-            }
+        Ok(())
+    }
+
+    /// Adds the documents [`parse_text`] returned, in order.
+    fn add_parsed(&mut self, docs: Vec<(String, Value)>) -> Result<(), InputError> {
+        for (at, v) in docs {
+            self.add_value(&at, v, true)?;
         }
         Ok(())
     }
@@ -329,6 +326,32 @@ impl Collector {
     }
 }
 
+/// Parses one (multi-document) YAML text into its objects' values, each with its place
+/// (`LABEL (document N)`); empty documents are skipped, a document that is not a mapping
+/// is an error. Pure (no limits, no collector state): texts can be parsed on several
+/// threads and handed to a [`Collector`] in order.
+fn parse_text(source_label: &str, text: &str) -> Result<Vec<(String, Value)>, InputError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut out = Vec::new();
+    for (i, doc) in drover_proto::yaml::documents(text).enumerate() {
+        let at = format!("{source_label} (document {})", i + 1);
+        let mut y = doc.map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
+        y.apply_merge().map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
+        let v = yaml_to_json(&y).map_err(|message| InputError::Invalid { at: at.clone(), message })?;
+        match v {
+            Value::Null => continue,
+            Value::Object(_) => out.push((at, v)),
+            other => {
+                return Err(InputError::Invalid {
+                    at,
+                    message: format!("the document is {}, not an object (a mapping with apiVersion, kind, metadata)", kind_of(&other)),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Everything [`load_dir`] read: the objects and the warnings.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -358,17 +381,32 @@ pub fn load_dir_with_limits(dir: &Path, extra: &[String], limits: InputLimits) -
     if files.is_empty() {
         return Err(InputError::NoFiles(dir.display().to_string()));
     }
+    // Sizes first, in order: the files within the limits are read and parsed on every
+    // core, then added in path order, so errors and results are those of a sequential read.
     let mut c = Collector::with_limits(extra, limits);
+    let mut sizes = Vec::with_capacity(files.len());
     for path in &files {
+        sizes.push(std::fs::metadata(path).map_err(|e| io_err(path, e))?.len());
+    }
+    let (mut total, mut within) = (0u64, 0);
+    while within < files.len() && sizes[within] <= limits.max_file_bytes && total + sizes[within] <= limits.max_total_bytes {
+        total += sizes[within];
+        within += 1;
+    }
+    let parsed = crate::parallel::par_map(&files[..within], |path| {
         let label = path.display().to_string();
-        let size = std::fs::metadata(path).map_err(|e| io_err(path, e))?.len();
-        if size > limits.max_file_bytes {
-            return Err(InputError::FileTooLarge { path: label, size, limit: limits.max_file_bytes });
-        }
         let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
-        let text =
-            String::from_utf8(bytes).map_err(|e| InputError::NotUtf8 { path: label.clone(), offset: e.utf8_error().valid_up_to() })?;
-        c.add_document_text(&label, &text)?;
+        let size = bytes.len() as u64;
+        let text = String::from_utf8(bytes).map_err(|e| InputError::NotUtf8 { path: label.clone(), offset: e.utf8_error().valid_up_to() })?;
+        Ok((size, parse_text(&label, &text)?))
+    });
+    for (path, result) in files.iter().zip(parsed) {
+        let (size, docs) = result?;
+        c.charge(&path.display().to_string(), size)?;
+        c.add_parsed(docs)?;
+    }
+    if let Some(path) = files.get(within) {
+        c.charge(&path.display().to_string(), sizes[within])?;
     }
     let done = c.finish_with_sources()?;
     let objects = done.objects.into_iter().map(|(id, col)| (id, col.yaml)).collect();

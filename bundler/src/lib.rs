@@ -6,6 +6,7 @@ pub mod cmd;
 pub mod fleet;
 pub mod input;
 pub mod output;
+pub mod parallel;
 pub mod platform;
 pub mod regargs;
 pub mod release;

@@ -81,6 +81,9 @@ pub enum ArchiveError {
     Duplicate(String),
 }
 
+/// Tars at least this large are hashed on a second thread while they are compressed.
+const PARALLEL_HASH_FROM: usize = 1 << 20;
+
 /// A packed content layer.
 #[derive(Debug, Clone)]
 pub struct Packed {
@@ -108,10 +111,19 @@ pub fn pack(files: &BTreeMap<String, Vec<u8>>) -> Packed {
             .expect("writing a tar entry to memory cannot fail for a relative path");
     }
     let tar = builder.into_inner().expect("finishing an in-memory tar cannot fail");
-    let tar_digest = sha256_digest(&tar);
-    let mut enc = GzBuilder::new().mtime(0).write(Vec::with_capacity(tar.len() / 4), Compression::new(6));
-    enc.write_all(&tar).expect("in-memory gzip");
-    Packed { gz: enc.finish().expect("in-memory gzip"), tar_digest }
+    // The tar's digest is computed on a second thread while the main one compresses (the
+    // bytes are the same either way; a large layer's hash no longer adds to the gzip time).
+    std::thread::scope(|s| {
+        let digest = (tar.len() > PARALLEL_HASH_FROM).then(|| s.spawn(|| sha256_digest(&tar)));
+        let mut enc = GzBuilder::new().mtime(0).write(Vec::with_capacity(tar.len() / 4), Compression::new(6));
+        enc.write_all(&tar).expect("in-memory gzip");
+        let gz = enc.finish().expect("in-memory gzip");
+        let tar_digest = match digest {
+            Some(h) => h.join().expect("hashing thread"),
+            None => sha256_digest(&tar),
+        };
+        Packed { gz, tar_digest }
+    })
 }
 
 /// Unpacks a tar.gz in memory, refusing links, devices, absolute paths, `..`,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::archive::{pack, unpack, ArchiveError, UnpackLimits};
+use crate::archive::{pack, unpack, ArchiveError, Packed, UnpackLimits};
 use crate::config::{BundleConfig, ObjectEntry, SourceInfo, SCHEMA_VERSION};
 use crate::digest::{sha256_digest, sha256_hex};
 use crate::manifest::{Descriptor, Manifest};
@@ -48,19 +48,29 @@ pub struct Bundle {
 
 /// Assembles a bundle from objects (identity → YAML bytes of exactly that object).
 pub fn assemble(objects: &BTreeMap<ObjectRef, Vec<u8>>, meta: &BundleMeta) -> Bundle {
-    let mut files = BTreeMap::new();
+    assemble_packed(objects, meta, &pack_content(objects))
+}
+
+/// Packs the content layer of `objects` (what [`assemble`] packs): it depends on the
+/// objects only, not on the [`BundleMeta`], so one packing serves any sequence.
+pub fn pack_content(objects: &BTreeMap<ObjectRef, Vec<u8>>) -> Packed {
+    pack(&objects.iter().map(|(obj, yaml)| (obj.bundle_path(), yaml.clone())).collect())
+}
+
+/// [`assemble`] with the content layer already packed by [`pack_content`] from the same
+/// `objects` (`drover publish` packs every cluster type once to compare, then assembles
+/// only the changed ones without packing again).
+pub fn assemble_packed(objects: &BTreeMap<ObjectRef, Vec<u8>>, meta: &BundleMeta, packed: &Packed) -> Bundle {
     let mut entries = Vec::with_capacity(objects.len());
     for (obj, yaml) in objects {
-        let path = obj.bundle_path();
         entries.push(ObjectEntry {
             api_version: obj.api_version.clone(),
             kind: obj.kind.clone(),
             namespace: obj.namespace.clone(),
             name: obj.name.clone(),
-            path: path.clone(),
+            path: obj.bundle_path(),
             sha256: sha256_hex(yaml),
         });
-        files.insert(path, yaml.clone());
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let config_doc = BundleConfig {
@@ -73,7 +83,6 @@ pub fn assemble(objects: &BTreeMap<ObjectRef, Vec<u8>>, meta: &BundleMeta) -> Bu
         objects: entries,
     };
     let config = serde_json::to_vec(&config_doc).expect("config serializes");
-    let packed = pack(&files);
     let mut layer_desc = Descriptor::of(media::BUNDLE_LAYER, &packed.gz);
     layer_desc.annotations.insert(media::ANN_TITLE.into(), "manifests".into());
     layer_desc.annotations.insert(media::ANN_ORAS_UNPACK.into(), "true".into());
@@ -99,7 +108,7 @@ pub fn assemble(objects: &BTreeMap<ObjectRef, Vec<u8>>, meta: &BundleMeta) -> Bu
         annotations,
     };
     let manifest = manifest_doc.to_bytes();
-    Bundle { digest: sha256_digest(&manifest), manifest, config, layer: packed.gz, config_doc, manifest_doc }
+    Bundle { digest: sha256_digest(&manifest), manifest, config, layer: packed.gz.clone(), config_doc, manifest_doc }
 }
 
 /// Why bundle content was refused when opened.

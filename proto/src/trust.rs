@@ -328,6 +328,28 @@ pub fn evaluate(
     }
 }
 
+/// The signature manifest of a digest as it is in a repository before an append.
+#[derive(Debug, Clone, Default)]
+pub struct ExistingSignatures {
+    /// Its digest (`None`: there is no signature manifest yet).
+    pub digest: Option<String>,
+    /// Its layers.
+    pub layers: Vec<Descriptor>,
+}
+
+/// Reads the signature manifest of `digest` in `repo` (one manifest GET; absent is empty).
+pub async fn existing_signatures(repo: &Repo, digest: &str) -> Result<ExistingSignatures, StoreError> {
+    let tag = signature_tag(digest);
+    match repo.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
+        Ok((bytes, d)) => {
+            let layers = sigmanifest::parse(&bytes).map_err(|e| StoreError::Malformed(format!("{}: {e}", repo.describe(&tag))))?.layers;
+            Ok(ExistingSignatures { digest: Some(d), layers })
+        }
+        Err(StoreError::NotFound(_)) => Ok(ExistingSignatures::default()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Adds signature layers (descriptor + payload bytes) to the signature manifest of
 /// `digest` in `repo`, keeping every existing layer; layers already present (same
 /// digest and signature) are skipped. Pushes payload blobs, the config and the manifest.
@@ -337,12 +359,22 @@ pub async fn append_signature_layers(
     digest: &str,
     new_layers: Vec<(Descriptor, Vec<u8>)>,
 ) -> Result<(String, usize, usize), StoreError> {
+    let existing = existing_signatures(repo, digest).await?;
+    append_to(repo, digest, existing, new_layers).await
+}
+
+/// [`append_signature_layers`] onto `existing`, as just read by [`existing_signatures`]
+/// (no second read). When there was no signature manifest, its payload and config blobs
+/// are new: they are uploaded without asking the registry first.
+pub async fn append_to(
+    repo: &Repo,
+    digest: &str,
+    existing: ExistingSignatures,
+    new_layers: Vec<(Descriptor, Vec<u8>)>,
+) -> Result<(String, usize, usize), StoreError> {
     let tag = signature_tag(digest);
-    let mut layers = match repo.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
-        Ok((bytes, _)) => sigmanifest::parse(&bytes).map_err(|e| StoreError::Malformed(format!("{}: {e}", repo.describe(&tag))))?.layers,
-        Err(StoreError::NotFound(_)) => Vec::new(),
-        Err(e) => return Err(e),
-    };
+    let fresh = existing.digest.is_none();
+    let mut layers = existing.layers;
     let mut added = 0;
     for (desc, payload) in new_layers {
         let present = layers.iter().any(|l| {
@@ -352,19 +384,23 @@ pub async fn append_signature_layers(
         if present {
             continue;
         }
-        repo.put_blob(&desc.digest, payload).await?;
+        if fresh {
+            repo.put_new_blob(&desc.digest, payload).await?;
+        } else {
+            repo.put_blob(&desc.digest, payload).await?;
+        }
         layers.push(desc);
         added += 1;
     }
     let total = layers.len();
-    let (manifest, config) = sigmanifest::build(layers);
     if added == 0 {
-        let current = repo.resolve(&tag).await?;
-        if let Some(d) = current {
+        if let Some(d) = existing.digest {
             return Ok((d, 0, total));
         }
     }
-    repo.put_blob(&crate::digest::sha256_digest(&config), config).await?;
+    let (manifest, config) = sigmanifest::build(layers);
+    // The config lists every layer digest: with a layer added it is new.
+    repo.put_new_blob(&crate::digest::sha256_digest(&config), config).await?;
     let d = repo.put_manifest(manifest, media::OCI_MANIFEST, Some(&tag)).await?;
     Ok((d, added, total))
 }

@@ -135,3 +135,39 @@ fn cluster_scoped_kind_and_allow_mass_prune_flags() {
     assert_eq!(i["allowMassPrune"], true);
     assert_eq!(i["config"]["objects"][0]["path"], "manifests/_cluster/Gadget.ex.io.g.yaml");
 }
+
+/// Writes FILES plus eight ~300 KiB ConfigMaps whose data is a sha256 chain (2.4 MiB in
+/// all: hashed on the second thread, files parsed on every core).
+fn pinned_input(dir: &Path) {
+    use sha2::Digest;
+    make(dir, &[0, 1, 2, 3, 4], SystemTime::UNIX_EPOCH + Duration::from_secs(1));
+    for i in 0..8 {
+        let payload: String = (0..4700).map(|j| hex::encode(sha2::Sha256::digest(format!("{i}-{j}").as_bytes()))).collect();
+        let text = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big-{i}, namespace: data}}\ndata:\n  payload: {payload}\n");
+        std::fs::write(dir.join(format!("big-{i}.yaml")), text).unwrap();
+    }
+}
+
+/// The digests of a fixed input, as built by drover before the build was parallelised
+/// (input files parsed on every core, the tar hashed while it is compressed): the same
+/// input must keep giving the same bundle, byte for byte, from one drover version to the
+/// next (the gzip backend and level are part of the format; docs/bundle.md).
+#[test]
+fn digests_of_a_fixed_input_are_pinned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    pinned_input(&input);
+    let out = format!("oci:{}:t", tmp.path().join("l").display());
+    let v = run_ok("drover", &["-o", "json", "build", input.to_str().unwrap(), "--out", &out, "--sequence", "5", "--cluster-type", "edge"], &[]).json();
+    let layout = tmp.path().join("l");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(layout.join("blobs/sha256").join(&v["digest"].as_str().unwrap()[7..])).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["layers"][0]["digest"], PINNED_LAYER, "the content layer (tar.gz) of the fixed input changed");
+    assert_eq!(v["digest"], PINNED_MANIFEST, "the bundle digest of the fixed input changed");
+}
+
+/// Built by drover at commit b2de3af (before issue 13's changes) from [`pinned_input`].
+const PINNED_MANIFEST: &str = "sha256:c94af35e6d71e2cee4c92602159f2718b6ef6fe497af9efa3cae4ff4142e4ad0";
+const PINNED_LAYER: &str = "sha256:942b57db65d52f21884d189a41a300208dca8a990b66438e6c0999b7f8fd15d9";

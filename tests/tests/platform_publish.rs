@@ -188,3 +188,77 @@ fn empty_cluster_types_and_missing_revision_are_errors() {
     assert_eq!(v["revision"], head.as_str());
     assert!(record(&reg.addr, "fleet", &format!("dev-{head}")).is_some());
 }
+
+/// Per repository under `fleet/`, the request lines the proxy saw from `from` on.
+fn per_repo(lines: &[String], repo: &str) -> Vec<String> {
+    let needle = format!("/v2/fleet/{repo}/");
+    lines.iter().filter(|l| l.contains(&needle)).cloned().collect()
+}
+
+#[test]
+fn unchanged_publish_reads_no_layer_and_writes_nothing_and_changed_ones_keep_the_write_order() {
+    let reg = Registry::start();
+    let proxy = drover_tests::proxy::RecordingProxy::start(&reg.addr);
+    let t = tempfile::tempdir().unwrap();
+    let (key, _) = keygen(t.path());
+    let root = t.path().join("p");
+    base(&root);
+    // 12 more cluster types (15 in all: more than the 8 publishes in flight).
+    let types: Vec<String> = (0..12).map(|i| format!("t{i:02}")).chain(["cloud", "edge", "lab"].map(String::from)).collect();
+    for ty in types.iter().take(12) {
+        write(&root, &[(&format!("cluster-types/{ty}.yaml"), "apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata:\n  labels: {site: store}\n")]);
+    }
+    let publish_via_proxy = |revision: &str| {
+        let prefix = format!("{}/fleet", proxy.addr);
+        let o = run(
+            "drover",
+            &["publish", root.to_str().unwrap(), "--env", "dev", "--registry", &prefix, "--key", key.to_str().unwrap(), "--plain-http", "-o", "json", "--revision", revision],
+            &[("DROVER_KEY_PASSWORD", "")],
+        );
+        assert_eq!(o.code, 0, "publish failed:\n{}\n{}", o.stdout, o.stderr);
+        o.json()
+    };
+
+    let first = publish_via_proxy("r1");
+    assert_eq!(changed(&first).len(), types.len());
+    let lines = proxy.lines();
+    // Concurrency is across cluster types; within one, the channel write order holds:
+    // blobs, manifest by digest, signature, history tag, channel tag.
+    for ty in &types {
+        let puts: Vec<String> = per_repo(&lines, ty).into_iter().filter(|l| l.starts_with("PUT ")).collect();
+        let pos = |what: &dyn Fn(&str) -> bool| puts.iter().position(|l| what(l)).unwrap_or_else(|| panic!("{ty}: no such write in {puts:#?}"));
+        let last_blob = puts.iter().rposition(|l| l.contains("/blobs/uploads/")).unwrap();
+        let by_digest = pos(&|l| l.contains("/manifests/sha256:"));
+        let signature = pos(&|l| l.contains("/manifests/sha256-") && l.contains(".sig "));
+        let history = pos(&|l| l.contains("/manifests/dev-"));
+        let channel = pos(&|l| l.contains("/manifests/dev "));
+        assert!(by_digest < signature && signature < history && history < channel, "{ty}: write order {puts:#?}");
+        assert!(puts[..by_digest].iter().filter(|l| l.contains("/blobs/uploads/")).count() == 2, "{ty}: config and layer before the manifest: {puts:#?}");
+        assert!(last_blob < signature, "{ty}: the signature's blobs before its manifest, nothing after: {puts:#?}");
+    }
+
+    // Nothing changed: per cluster type the channel manifest, its signature (manifest and
+    // payload) and its config are read — no layer, no write, no tag list.
+    let layers: Vec<String> = types
+        .iter()
+        .map(|ty| {
+            let (status, body) = http_get(&reg.addr, &format!("/v2/fleet/{ty}/manifests/dev"), "application/vnd.oci.image.manifest.v1+json");
+            assert_eq!(status, 200);
+            let m: serde_json::Value = serde_json::from_str(&body).unwrap();
+            m["layers"][0]["digest"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let before = proxy.lines().len();
+    let again = publish_via_proxy("r1");
+    assert!(changed(&again).is_empty(), "{again}");
+    let lines = proxy.lines()[before..].to_vec();
+    let writes: Vec<&String> = lines.iter().filter(|l| !(l.starts_with("GET ") || l.starts_with("HEAD "))).collect();
+    assert!(writes.is_empty(), "an unchanged publish wrote: {writes:#?}");
+    for (ty, layer) in types.iter().zip(&layers) {
+        let seen = per_repo(&lines, ty);
+        assert!(!seen.iter().any(|l| l.contains(layer.as_str())), "{ty}: the content layer {layer} was downloaded: {seen:#?}");
+        assert!(seen.len() <= 4, "{ty}: {} requests for an unchanged cluster type (manifest, signature manifest, payload, config): {seen:#?}", seen.len());
+        assert!(!seen.iter().any(|l| l.contains("/tags/list")), "{ty}: {seen:#?}");
+    }
+    eprintln!("unchanged publish of {} cluster types: {} requests", types.len(), lines.len());
+}

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use drover_proto::bundle::{assemble, BundleMeta};
+use drover_proto::archive::Packed;
+use drover_proto::bundle::{pack_content, BundleMeta};
 use drover_proto::channel::now_secs;
 use drover_proto::channel::publish::{publish, Request, Sequence};
 use drover_proto::keys::PrivateKey;
@@ -126,7 +127,8 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 
 struct Local {
     rendered: RenderedType,
-    layer_digest: String,
+    /// The content layer, packed once: compared with the channel's, pushed when changed.
+    packed: Packed,
 }
 
 struct Ctx<'a> {
@@ -164,7 +166,8 @@ async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult
         sequence: Sequence::Next { at_least: now_secs() },
         key: Some(ctx.key),
         policy: Some(ctx.policy),
-        unchanged_layer: Some(&local.layer_digest),
+        packed: Some(&local.packed),
+        skip_unchanged: true,
     })
     .await
     .with_context(|| format!("publishing {reference}"))?;
@@ -227,16 +230,11 @@ pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
         empty.join(", "),
         args.env
     );
-    let locals: Vec<Local> = tokio::task::block_in_place(|| {
-        par_map(&rendered, |t| {
-            let b = assemble(&t.objects, &BundleMeta::default());
-            b.manifest_doc.layers[0].digest.clone()
-        })
-    })
-    .into_iter()
-    .zip(rendered)
-    .map(|(layer_digest, rendered)| Local { rendered, layer_digest })
-    .collect();
+    let locals: Vec<Local> = tokio::task::block_in_place(|| par_map(&rendered, |t| pack_content(&t.objects)))
+        .into_iter()
+        .zip(rendered)
+        .map(|(packed, rendered)| Local { rendered, packed })
+        .collect();
 
     let client = args.registry_args.client_for(&[&args.registry])?;
     let releases = Repo::Registry { client: client.clone(), repo: releases_ref };

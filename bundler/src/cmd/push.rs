@@ -62,7 +62,8 @@ pub async fn run(args: Args) -> anyhow::Result<Summary> {
         sequence,
         key: key.as_ref(),
         policy: policy.as_ref(),
-        unchanged_layer: None,
+        packed: None,
+        skip_unchanged: false,
     })
     .await
     .with_context(|| format!("pushing to {} (the channel tag {tag} was not moved)", args.reference))?;

@@ -220,20 +220,22 @@ pub async fn write(src: &Repo, dst: &Repo, checked: &mut Checked, big_blob: &tok
             }
             let _permit = if d.size > big { Some(big_blob.acquire().await.map_err(|e| ChannelError::Refused(e.to_string()))?) } else { None };
             let data = src.blob(&d.digest, d.size).await?;
-            dst.put_blob(&d.digest, data).await?;
+            dst.put_new_blob(&d.digest, data).await?;
             up.uploaded += 1;
         }
     }
+    let mut stored = BTreeSet::new();
     for (item, decision) in checked.items.iter().zip(&checked.decisions) {
-        if item.signs.is_none() && decision.action != Action::Unchanged {
+        if item.signs.is_none() && decision.action != Action::Unchanged && stored.insert(&item.digest) {
             dst.put_manifest(item.bytes.clone(), &item.media_type, None).await?;
         }
     }
     for (item, decision) in checked.items.iter().zip(checked.decisions.iter_mut()) {
         let Some(signed) = &item.signs else { continue };
         let Some(layers) = checked.signatures.remove(signed).filter(|l| !l.is_empty()) else { continue };
-        let existed = dst.resolve(&item.tag).await?.is_some();
-        let (_, added, _) = trust::append_signature_layers(dst, signed, layers).await?;
+        let existing = trust::existing_signatures(dst, signed).await?;
+        let existed = existing.digest.is_some();
+        let (_, added, _) = trust::append_to(dst, signed, existing, layers).await?;
         decision.action = match (added, existed) {
             (0, _) => Action::Unchanged,
             (_, true) => Action::Merged,

@@ -114,7 +114,7 @@ async fn copy_verified(src: &Repo, dst: &Repo, head: &Head, verification: &Verif
     dst.put_blob(&head.manifest.config.digest, head.config_bytes.clone()).await?;
     if !dst.has_blob(&layer.digest).await? {
         let data = src.blob(&layer.digest, limits.layer).await?;
-        dst.put_blob(&layer.digest, data).await?;
+        dst.put_new_blob(&layer.digest, data).await?;
     }
     dst.put_manifest(head.manifest_bytes.clone(), media::OCI_MANIFEST, None).await?;
     // Only the layers that verified travel: re-read them (digest-checked) by position.

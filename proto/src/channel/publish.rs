@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::bundle::{assemble, BundleMeta};
+use crate::archive::Packed;
+use crate::bundle::{assemble_packed, pack_content, BundleMeta};
+use crate::digest::sha256_digest;
 use crate::keys::PrivateKey;
 use crate::object::ObjectRef;
 use crate::repo::Repo;
@@ -47,9 +49,12 @@ pub struct Request<'a> {
     pub key: Option<&'a PrivateKey>,
     /// What counts as ours in the channel and its history (`None`: any readable bundle).
     pub policy: Option<&'a TrustPolicy>,
-    /// Leave the channel alone when it holds a trusted bundle with this content layer
-    /// digest, cluster type and environment (`drover publish`); `None` always publishes.
-    pub unchanged_layer: Option<&'a str>,
+    /// The content layer already packed from `objects` (`drover publish` packs every
+    /// cluster type once to compare); `None`: packed here.
+    pub packed: Option<&'a Packed>,
+    /// Leave the channel alone when it holds a trusted bundle with the same content layer
+    /// digest, cluster type and environment (`drover publish`); false always publishes.
+    pub skip_unchanged: bool,
 }
 
 /// What a publish did.
@@ -92,8 +97,12 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
         }
         _ => None,
     };
-    if let (Some(layer), Some(head)) = (req.unchanged_layer, holding.trusted()) {
-        if head.layer_digest() == layer && head.config.cluster_type == req.meta.cluster_type && head.config.environment == req.meta.environment {
+    let packed = match req.packed {
+        Some(p) => std::borrow::Cow::Borrowed(p),
+        None => std::borrow::Cow::Owned(pack_content(req.objects)),
+    };
+    if let (true, Some(head)) = (req.skip_unchanged, holding.trusted()) {
+        if head.layer_digest() == sha256_digest(&packed.gz) && head.config.cluster_type == req.meta.cluster_type && head.config.environment == req.meta.environment {
             return Ok(Published {
                 digest: head.digest.clone(),
                 sequence: head.config.sequence,
@@ -118,14 +127,14 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
     };
     let mut meta = req.meta;
     meta.sequence = sequence;
-    let bundle = assemble(req.objects, &meta);
+    let bundle = assemble_packed(req.objects, &meta, &packed);
     let history = if env.is_empty() { None } else { Some(history_tag(&env, sequence)?) };
     if let Some(h) = &history {
         write::check_history_free(repo, h, &bundle.digest).await?;
     }
     never_lower(&channel_name, current.as_ref(), &Position { digest: bundle.digest.clone(), sequence })?;
     let channels: Vec<&str> = if history.as_deref() == Some(req.channel) { vec![] } else { vec![req.channel] };
-    let signature = write::write_bundle(repo, &bundle, req.key, history.as_deref(), &channels).await?;
+    let signature = write::write_bundle_checked(repo, &bundle, req.key, history.as_deref(), &channels).await?;
     Ok(Published {
         digest: bundle.digest.clone(),
         sequence,

@@ -8,7 +8,7 @@ use crate::digest::sha256_digest;
 use crate::keys::PrivateKey;
 use crate::media;
 use crate::repo::Repo;
-use crate::trust::sign::{sign, SignatureInfo};
+use crate::trust::sign::{sign_stored, SignatureInfo};
 
 use super::ChannelError;
 
@@ -41,16 +41,29 @@ pub async fn write_signed(
     history: Option<&str>,
     channels: &[&str],
 ) -> Result<Option<SignatureInfo>, ChannelError> {
-    let digest = sha256_digest(manifest);
     if let Some(h) = history {
-        check_history_free(repo, h, &digest).await?;
+        check_history_free(repo, h, &sha256_digest(manifest)).await?;
     }
+    write_checked(repo, manifest, blobs, key, history, channels).await
+}
+
+/// [`write_signed`] once the caller has run [`check_history_free`] for `history` (publish
+/// checks it before the never-lower rule, so its refusal names the history tag).
+async fn write_checked(
+    repo: &Repo,
+    manifest: &[u8],
+    blobs: Vec<Vec<u8>>,
+    key: Option<&PrivateKey>,
+    history: Option<&str>,
+    channels: &[&str],
+) -> Result<Option<SignatureInfo>, ChannelError> {
+    let digest = sha256_digest(manifest);
     for blob in blobs {
         repo.put_blob(&sha256_digest(&blob), blob).await?;
     }
     repo.put_manifest(manifest.to_vec(), media::OCI_MANIFEST, None).await?;
     let signature = match key {
-        Some(k) => Some(sign(repo, &digest, k).await?),
+        Some(k) => Some(sign_stored(repo, &digest, k).await?),
         None => None,
     };
     let tags: Vec<&str> = history.into_iter().chain(channels.iter().copied()).collect();
@@ -67,4 +80,15 @@ pub async fn write_bundle(
     channels: &[&str],
 ) -> Result<Option<SignatureInfo>, ChannelError> {
     write_signed(repo, &bundle.manifest, vec![bundle.config.clone(), bundle.layer.clone()], key, history, channels).await
+}
+
+/// [`write_bundle`] once the caller has run [`check_history_free`] for `history`.
+pub(super) async fn write_bundle_checked(
+    repo: &Repo,
+    bundle: &Bundle,
+    key: Option<&PrivateKey>,
+    history: Option<&str>,
+    channels: &[&str],
+) -> Result<Option<SignatureInfo>, ChannelError> {
+    write_checked(repo, &bundle.manifest, vec![bundle.config.clone(), bundle.layer.clone()], key, history, channels).await
 }

@@ -11,7 +11,7 @@ use crate::digest::{is_valid_digest, signature_tag};
 use crate::error::StoreError;
 use crate::keys::PrivateKey;
 use crate::repo::Repo;
-use crate::trust::{append_signature_layers, sigmanifest};
+use crate::trust::{append_to, existing_signatures, sigmanifest};
 
 /// What a signing run did.
 #[derive(Debug, Clone, Serialize)]
@@ -52,6 +52,15 @@ pub async fn sign(repo: &Repo, digest: &str, key: &PrivateKey) -> Result<Signatu
     if repo.resolve(digest).await?.is_none() {
         return Err(StoreError::NotFound(format!("{} (nothing signed)", repo.describe(digest))));
     }
+    sign_stored(repo, digest, key).await
+}
+
+/// [`sign`] for a manifest this process has just stored (the channel write order): no
+/// existence check; the `.sig` manifest is read once (one GET) and appended to.
+pub async fn sign_stored(repo: &Repo, digest: &str, key: &PrivateKey) -> Result<SignatureInfo, StoreError> {
+    if !is_valid_digest(digest) {
+        return Err(StoreError::Malformed(format!("{digest:?} is not a sha256 manifest digest")));
+    }
     let docker_reference = docker_reference(repo);
     let payload = sigmanifest::payload(&docker_reference, digest);
     let tag = signature_tag(digest);
@@ -64,21 +73,17 @@ pub async fn sign(repo: &Repo, digest: &str, key: &PrivateKey) -> Result<Signatu
         added,
         layers,
     };
+    let existing = existing_signatures(repo, digest).await?;
     // Idempotent: a layer with this exact payload whose signature verifies with our key.
-    if let Ok((bytes, sig_digest)) = repo.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
-        if let Ok(m) = sigmanifest::parse(&bytes) {
-            let payload_digest = sigmanifest::payload_digest(&payload);
-            let mine = m.layers.iter().any(|l| {
-                l.digest == payload_digest
-                    && sigmanifest::layer_signature(l).map(|s| key.public_key().verify(&payload, &s)).unwrap_or(false)
-            });
-            if mine {
-                return Ok(info(sig_digest, false, m.layers.len()));
-            }
-        }
+    let payload_digest = sigmanifest::payload_digest(&payload);
+    let mine = existing.layers.iter().any(|l| {
+        l.digest == payload_digest && sigmanifest::layer_signature(l).map(|s| key.public_key().verify(&payload, &s)).unwrap_or(false)
+    });
+    if let (true, Some(d)) = (mine, &existing.digest) {
+        return Ok(info(d.clone(), false, existing.layers.len()));
     }
     let signature = key.sign(&payload).map_err(|e| StoreError::Config(format!("signing with {}: {e}", key.public_key().source())))?;
     let layer = sigmanifest::signature_layer(&payload, &signature);
-    let (signature_manifest, added, layers) = append_signature_layers(repo, digest, vec![(layer, payload)]).await?;
+    let (signature_manifest, added, layers) = append_to(repo, digest, existing, vec![(layer, payload)]).await?;
     Ok(info(signature_manifest, added > 0, layers))
 }
