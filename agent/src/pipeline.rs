@@ -265,7 +265,7 @@ impl Pipeline {
         }
         let allow_mass_prune = verified.bundle.config.allow_mass_prune;
         at.stage = "unpack";
-        let unpacked = match unpack::unpack(verified, self.target.needs_values()) {
+        let unpacked = match unpack::unpack(verified) {
             Ok(u) => u,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };

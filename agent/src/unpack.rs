@@ -15,18 +15,18 @@ pub struct Unpacked {
     pub digest: String,
     /// Signed config.
     pub config: BundleConfig,
-    /// The objects, in index order.
+    /// The objects, in index order (`value` is `Null`: parse `yaml` when needed).
     pub objects: Vec<BundleObject>,
 }
 
-/// Opens the content layer (the layer bytes are dropped afterwards). Without
-/// `keep_values` each parsed object is dropped once checked (`value` is `Null`).
-pub fn unpack(v: Verified, keep_values: bool) -> Result<Unpacked, StageError> {
+/// Opens the content layer (the layer bytes are dropped afterwards). Each parsed object
+/// is dropped once checked (`value` is `Null`): only the bytes are kept, and targets parse
+/// one object at a time when they need it ([`crate::targets::PlannedObject::value`]).
+pub fn unpack(v: Verified) -> Result<Unpacked, StageError> {
     let b = v.bundle;
     let keep = |mut o: BundleObject| {
-        if !keep_values {
-            o.value = serde_json::Value::Null;
-        }
+        o.value = serde_json::Value::Null;
+        o.yaml.shrink_to_fit();
         o
     };
     let objects = open_content_with(&b.config, &b.layer, &UnpackLimits::default(), keep)
