@@ -10,6 +10,7 @@
 # and the idle RSS after 5 s of unchanged polls (VmHWM, VmRSS).
 #
 #   tests/bench/kube-apply.sh [N_OBJECTS] [PROFILE] [PATCH_LATENCY_MS]   # defaults: 1000 release 0
+#   SKIP_KUBECTL=1 tests/bench/kube-apply.sh 10000   # the agent's passes only
 #
 # PATCH_LATENCY_MS > 0 makes the fake answer every PATCH that much later (its delay hook),
 # standing in for a real API server's etcd write latency; kubectl gets the same delay.
@@ -120,6 +121,7 @@ echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, PATC
 agent c8 8
 agent c1 1
 idle
+[[ -z ${SKIP_KUBECTL:-} ]] || exit 0
 fake kubectl
 for pass in create reapply; do
   counts_reset

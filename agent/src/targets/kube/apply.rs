@@ -165,6 +165,7 @@ pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &
 async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> (Vec<ObjectOutcome>, usize) {
     let resolved = resolve_group(t, group).await;
     let known = list_known(t, req, group, &resolved).await;
+    crate::memory::mark("listed");
     let (resolved, known) = (&resolved, &known);
     // Futures are made as the stream needs them: at most `concurrency` exist at a time
     // (10,000 of them made up front took ~10 MiB).
