@@ -123,6 +123,10 @@ pub struct ConfigLayer {
     /// Bound of the health wait after an apply, e.g. 2m.
     #[arg(long, env = "DROVER_HEALTH_TIMEOUT")]
     pub health_timeout: Option<String>,
+    /// kube target: bound of one API request, e.g. 30s; no answer by then is a
+    /// transient error (retried, then the attempt fails).
+    #[arg(long, env = "DROVER_API_TIMEOUT")]
+    pub api_timeout: Option<String>,
     /// kube target: do not force-take fields owned by other managers.
     #[arg(long, env = "DROVER_NO_FORCE", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub no_force: Option<bool>,
@@ -301,6 +305,8 @@ pub struct Settings {
     pub denied_kinds: Vec<String>,
     /// Bound of the wait stage.
     pub health_timeout: Duration,
+    /// Kube target: bound of one API request.
+    pub api_timeout: Duration,
     /// Kube target: apply without force.
     pub no_force: bool,
     /// Kube target: objects applied at once inside an order group.
@@ -526,6 +532,7 @@ impl Settings {
             allowed_cluster_kinds,
             denied_kinds: c.denied_kinds.unwrap_or_default(),
             health_timeout: duration("healthTimeout", "health-timeout", c.health_timeout, "2m")?,
+            api_timeout: duration("apiTimeout", "api-timeout", c.api_timeout, "30s")?,
             no_force: c.no_force.unwrap_or(false),
             apply_concurrency: match c.apply_concurrency.unwrap_or(8) {
                 n @ 1..=64 => n,

@@ -227,7 +227,17 @@ async fn run(mut elector: Elector, tx: watch::Sender<bool>, mut stopped: tokio::
     let mut last_renew: Option<Instant> = None;
     loop {
         let leading = *tx.borrow();
-        match elector.try_acquire_or_renew().await {
+        // A round that gets no answer must not keep a leader leading past its renew
+        // deadline: by the time the Lease expires for the others, it has stood down.
+        let bound = match (leading, last_renew) {
+            (true, Some(t)) => elector.cfg.renew_deadline().saturating_sub(t.elapsed()),
+            _ => elector.cfg.renew_deadline(),
+        };
+        let round = match tokio::time::timeout(bound, elector.try_acquire_or_renew()).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer from the API server within {bound:?}")),
+        };
+        match round {
             Ok(true) => {
                 last_renew = Some(Instant::now());
                 if !leading {
@@ -243,7 +253,7 @@ async fn run(mut elector: Elector, tx: watch::Sender<bool>, mut stopped: tokio::
             }
             Err(e) => {
                 tracing::warn!(lease = %elector.cfg.name, "leader election: {e}");
-                if leading && last_renew.is_none_or(|t| t.elapsed() > elector.cfg.renew_deadline()) {
+                if leading && last_renew.is_none_or(|t| t.elapsed() >= elector.cfg.renew_deadline()) {
                     tracing::warn!("could not renew the lease within {:?}: standing by", elector.cfg.renew_deadline());
                     let _ = tx.send(false);
                 }

@@ -7,6 +7,7 @@
 
 pub mod admit;
 pub mod apply;
+pub mod backlog;
 pub mod cli;
 pub mod config;
 pub mod diff;

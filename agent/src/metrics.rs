@@ -28,6 +28,7 @@ pub struct Metrics {
     leader: Gauge,
     held: Gauge,
     drifted: Gauge,
+    state_unwritable: Gauge,
 }
 
 impl Default for Metrics {
@@ -54,6 +55,7 @@ impl Metrics {
             leader: Gauge::default(),
             held: Gauge::default(),
             drifted: Gauge::default(),
+            state_unwritable: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed)", m.polls.clone());
@@ -80,6 +82,11 @@ impl Metrics {
             "drifted_objects",
             "Objects that differ from the applied bundle, found by the last resync with --drift report and left as they are",
             m.drifted.clone(),
+        );
+        registry.register(
+            "state_unwritable",
+            "1 while the state database cannot be written (a full disk, a read-only volume): the agent runs on from memory and writes it once it can",
+            m.state_unwritable.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -122,6 +129,11 @@ impl Metrics {
     /// Sets `drover_drifted_objects`.
     pub fn drifted(&self, n: usize) {
         self.drifted.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Sets `drover_state_unwritable` (1 while the state database cannot be written).
+    pub fn state_unwritable(&self, failing: bool) {
+        self.state_unwritable.set(i64::from(failing));
     }
 
     /// Counts object outcomes.

@@ -16,7 +16,8 @@ use crate::config::DriftMode;
 use crate::hold::{Gate, Held, Hold, HoldOrigin};
 use crate::metrics::Metrics;
 use crate::plan::Policy;
-use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
+use crate::backlog::Backlog;
+use crate::record::{Attempt, AttemptResult, AttemptSummary, RecordError, SourceState, Store};
 use crate::resolve::Source;
 use crate::status::Status;
 use crate::targets::{Action, ApplyReport, ApplyRequest, Health, ObjectOutcome, Target};
@@ -69,6 +70,9 @@ pub struct Pipeline {
     fingerprint: String,
     last_apply: Option<Instant>,
     rejected: Option<(String, &'static str)>,
+    /// What the state database could not take yet (a full disk): written first thing
+    /// once it can.
+    unsaved: Option<Backlog>,
 }
 
 struct Attempted {
@@ -111,6 +115,7 @@ impl Pipeline {
             waiting: None,
             last_apply: None,
             rejected: None,
+            unsaved: None,
         }
     }
 
@@ -128,7 +133,7 @@ impl Pipeline {
     /// Runs one poll.
     pub async fn cycle(&mut self) -> CycleOutcome {
         let name = self.source.name.clone();
-        let state = match self.store().source(&name) {
+        let state = match self.state(&name) {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("{e}");
@@ -168,8 +173,14 @@ impl Pipeline {
             tracing::debug!("{digest} unchanged");
             self.shared.metrics.poll("Unchanged");
             self.shared.ready.store(true, Ordering::Relaxed);
+            // While the state cannot be written, the attempt that could not be recorded stays
+            // the last one shown.
+            let unwritten = self.unsaved.is_some();
             self.publish(&state, |st| {
                 st.consecutive_failures = 0;
+                if unwritten {
+                    return;
+                }
                 st.last_attempt = Some(AttemptSummary {
                     digest: Some(digest.clone()),
                     sequence: state.applied_sequence,
@@ -511,13 +522,46 @@ impl Pipeline {
         self.save(state, summary, attempt, result, unreachable)
     }
 
+    /// Writes what the state database could not take yet (at shutdown); false when it
+    /// still cannot.
+    pub fn write_unsaved(&mut self) -> bool {
+        let name = self.source.name.clone();
+        let _ = self.state(&name);
+        self.unsaved.is_none()
+    }
+
+    /// The source's state: what the state database could not take yet (written now, if
+    /// it can), else the database's.
+    fn state(&mut self, name: &str) -> Result<SourceState, RecordError> {
+        let Some(b) = self.unsaved.take() else { return self.store().source(name) };
+        let state = b.state().clone();
+        match b.write(self.store()) {
+            Ok(()) => self.shared.metrics.state_unwritable(false),
+            Err(_) => self.unsaved = Some(b),
+        }
+        Ok(state)
+    }
+
+    /// Records `summary` as the last attempt (and `attempt` in the history) and publishes
+    /// it. When the state database cannot take it, the attempt is `Failed` (stage
+    /// `record`) and everything is kept in memory until it can ([`Pipeline::state`]).
     fn save(&mut self, state: &SourceState, summary: AttemptSummary, attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
         let mut state = state.clone();
         state.last_attempt = Some(summary);
+        let mut b = self.unsaved.take().unwrap_or_default();
+        b.push(state, attempt.clone());
+        let written = b.write(self.store());
+        self.shared.metrics.state_unwritable(written.is_err());
+        let (result, state) = match written {
+            Ok(()) => (result, b.state().clone()),
+            Err(e) => {
+                b.not_written(&e, self.store().path());
+                let state = b.state().clone();
+                self.unsaved = Some(b);
+                (AttemptResult::Failed, state)
+            }
+        };
         crate::report::observe(&self.shared.observed, &state, attempt.as_ref());
-        if let Err(e) = self.store().record(&state, attempt) {
-            tracing::error!("recording the attempt: {e}");
-        }
         self.shared.metrics.poll(&result.to_string());
         self.publish(&state, |st| {
             if unreachable {
@@ -553,19 +597,7 @@ type Key = (String, String, Option<String>, String);
 /// a refused tag, a hold or an unchanged drift is recorded once, not on every poll.
 fn unless_repeat(state: &SourceState, summary: &AttemptSummary, stage: &str, resync: bool) -> Option<Attempt> {
     let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
-    (!repeat).then(|| Attempt {
-        id: 0,
-        source: state.source.clone(),
-        summary: summary.clone(),
-        stage: stage.into(),
-        resync,
-        drift: 0,
-        pruned: 0,
-        prune_refused: false,
-        health: None,
-        objects: Vec::new(),
-        unhealthy: Vec::new(),
-    })
+    (!repeat).then(|| Attempt::plain(&state.source, summary.clone(), stage, resync))
 }
 
 fn without(req: &ApplyRequest, drop: &BTreeSet<Key>) -> ApplyRequest {

@@ -3,7 +3,9 @@
 //! attempts with per-object outcomes. Every write is flushed before it returns, so a
 //! kill -9 never loses a recorded apply.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
 
 use drover_proto::object::ObjectRef;
 use serde::{Deserialize, Serialize};
@@ -118,6 +120,25 @@ pub struct Attempt {
     pub unhealthy: Vec<ObjectHealth>,
 }
 
+impl Attempt {
+    /// An attempt without objects, pruning or health.
+    pub fn plain(source: &str, summary: AttemptSummary, stage: &str, resync: bool) -> Attempt {
+        Attempt {
+            id: 0,
+            source: source.to_string(),
+            summary,
+            stage: stage.into(),
+            resync,
+            drift: 0,
+            pruned: 0,
+            prune_refused: false,
+            health: None,
+            objects: Vec::new(),
+            unhealthy: Vec::new(),
+        }
+    }
+}
+
 /// What is applied for one source.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -160,16 +181,46 @@ pub struct CachedBundle {
     pub layer: Vec<u8>,
 }
 
-/// The agent's database.
-pub struct Store {
+/// The open database and its trees.
+struct Db {
     db: sled::Db,
-    path: String,
     sources: sled::Tree,
     cache: sled::Tree,
     history: sled::Tree,
 }
 
+impl Db {
+    fn open(path: &Path) -> Result<Db, sled::Error> {
+        let db = sled::Config::new().path(path).cache_capacity(CACHE_CAPACITY).mode(sled::Mode::LowSpace).open()?;
+        let sources = db.open_tree("sources")?;
+        let cache = db.open_tree("cache")?;
+        let history = db.open_tree("history")?;
+        Ok(Db { db, sources, cache, history })
+    }
+}
+
+/// The agent's database.
+///
+/// A failed write (a full disk, a read-only volume: sled sees an I/O error) leaves sled
+/// refusing every later write until it is opened again, so the store remembers the
+/// failure and, before the next write, opens the database again once a probe file can
+/// be written in its directory. Until then reads go to the database as it was.
+pub struct Store {
+    db: RwLock<Option<Db>>,
+    path: PathBuf,
+    failed: AtomicBool,
+}
+
 const PARTS: [&str; 3] = ["manifest", "config", "layer"];
+/// Written and removed in the database directory to learn whether it is writable again.
+const PROBE: &str = "write-probe";
+
+fn io_message(e: &sled::Error) -> String {
+    match e {
+        sled::Error::Io(io) => format!("I/O error: {io}"),
+        other => other.to_string(),
+    }
+}
 
 impl Store {
     /// Opens (creating) the database in `dir`. Fails when another process holds it.
@@ -178,35 +229,86 @@ impl Store {
     /// mount point may belong to root: then a warning).
     pub fn open(dir: &Path) -> Result<Self, RecordError> {
         let path = dir.join("db");
-        let err = |e: sled::Error| RecordError::Db { path: path.display().to_string(), message: e.to_string() };
+        let err = |e: sled::Error| RecordError::Db { path: path.display().to_string(), message: io_message(&e) };
         private::create_dir_all(&path).map_err(|e| err(e.into()))?;
         if let Err(e) = private::tighten_dir(dir) {
             tracing::warn!("cannot make the state directory {} private (mode 0700): {e}; its database directory is", dir.display());
         }
-        let db = sled::Config::new().path(&path).cache_capacity(CACHE_CAPACITY).mode(sled::Mode::LowSpace).open().map_err(err)?;
+        let db = Db::open(&path).map_err(err)?;
         private::tighten(&path).map_err(|e| err(e.into()))?;
-        let sources = db.open_tree("sources").map_err(err)?;
-        let cache = db.open_tree("cache").map_err(err)?;
-        let history = db.open_tree("history").map_err(err)?;
-        Ok(Store { db, path: path.display().to_string(), sources, cache, history })
+        Ok(Store { db: RwLock::new(Some(db)), path, failed: AtomicBool::new(false) })
     }
 
     fn err(&self, e: sled::Error) -> RecordError {
-        RecordError::Db { path: self.path.clone(), message: e.to_string() }
+        RecordError::Db { path: self.path.display().to_string(), message: io_message(&e) }
     }
 
     fn corrupt(&self, what: String, message: impl std::fmt::Display) -> RecordError {
-        RecordError::Corrupt { path: self.path.clone(), what, message: message.to_string() }
+        RecordError::Corrupt { path: self.path.display().to_string(), what, message: message.to_string() }
+    }
+
+    /// The database directory (`STATE_DIR/db`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the open database.
+    fn read<T>(&self, f: impl FnOnce(&Db) -> Result<T, RecordError>) -> Result<T, RecordError> {
+        let guard = self.db.read().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(db) => f(db),
+            None => Err(RecordError::Db {
+                path: self.path.display().to_string(),
+                message: "not open: a write failed and opening it again failed too; the agent opens it again before its next write".into(),
+            }),
+        }
+    }
+
+    /// Runs the write `f` (then flushes), opening the database again first when an earlier
+    /// write failed; a failure is remembered for the next write.
+    fn write(&self, f: impl FnOnce(&Db) -> Result<(), RecordError>) -> Result<(), RecordError> {
+        self.reopen_if_failed()?;
+        let out = self.read(|db| {
+            f(db)?;
+            db.db.flush().map(|_| ()).map_err(|e| self.err(e))
+        });
+        if matches!(out, Err(RecordError::Db { .. })) {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        out
+    }
+
+    /// After a failed write: when a probe file can be written in the database directory,
+    /// opens the database again (what sled wrote before the failure is recovered by its
+    /// log; a torn write at the end is dropped). Else the error of the probe.
+    fn reopen_if_failed(&self) -> Result<(), RecordError> {
+        if !self.failed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let probe = self.path.join(PROBE);
+        let written = std::fs::write(&probe, [0u8; 4096]).and_then(|_| std::fs::remove_file(&probe));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&probe);
+            return Err(self.err(e.into()));
+        }
+        let mut guard = self.db.write().unwrap_or_else(|p| p.into_inner());
+        // The old handle holds the directory's lock: closed before opening again.
+        drop(guard.take());
+        let db = Db::open(&self.path).map_err(|e| self.err(e))?;
+        *guard = Some(db);
+        self.failed.store(false, Ordering::SeqCst);
+        tracing::info!("state database {}: writable again, opened it again", self.path.display());
+        Ok(())
     }
 
     /// Writes everything to disk.
     pub fn flush(&self) -> Result<(), RecordError> {
-        self.db.flush().map(|_| ()).map_err(|e| self.err(e))
+        self.write(|_| Ok(()))
     }
 
     /// The state of `source` (default when never seen).
     pub fn source(&self, source: &str) -> Result<SourceState, RecordError> {
-        match self.sources.get(source).map_err(|e| self.err(e))? {
+        self.read(|db| match db.sources.get(source).map_err(|e| self.err(e))? {
             Some(v) => {
                 let mut s: SourceState = serde_json::from_slice(&v).map_err(|e| self.corrupt(format!("source {source}"), e))?;
                 // Parsed into a list grown by doubling; 10,000 objects leave MiBs unused.
@@ -214,45 +316,50 @@ impl Store {
                 Ok(s)
             }
             None => Ok(SourceState { source: source.to_string(), ..Default::default() }),
-        }
+        })
     }
 
     /// All recorded sources.
     pub fn sources(&self) -> Result<Vec<SourceState>, RecordError> {
-        let mut out = Vec::new();
-        for kv in self.sources.iter() {
-            let (k, v) = kv.map_err(|e| self.err(e))?;
-            out.push(serde_json::from_slice(&v).map_err(|e| self.corrupt(format!("source {}", String::from_utf8_lossy(&k)), e))?);
-        }
-        Ok(out)
+        self.read(|db| {
+            let mut out = Vec::new();
+            for kv in db.sources.iter() {
+                let (k, v) = kv.map_err(|e| self.err(e))?;
+                out.push(serde_json::from_slice(&v).map_err(|e| self.corrupt(format!("source {}", String::from_utf8_lossy(&k)), e))?);
+            }
+            Ok(out)
+        })
     }
 
-    /// Records the state of a source and an attempt in one flush.
-    pub fn record(&self, state: &SourceState, attempt: Option<Attempt>) -> Result<(), RecordError> {
-        let v = serde_json::to_vec(state).expect("state serializes");
-        self.sources.insert(state.source.as_bytes(), v).map_err(|e| self.err(e))?;
-        if let Some(mut a) = attempt {
-            a.id = self.db.generate_id().map_err(|e| self.err(e))?;
-            let v = serde_json::to_vec(&a).expect("attempt serializes");
-            self.history.insert(a.id.to_be_bytes(), v).map_err(|e| self.err(e))?;
-            while self.history.len() > HISTORY_CAP {
-                match self.history.pop_min().map_err(|e| self.err(e))? {
-                    Some(_) => {}
-                    None => break,
+    /// Records the state of a source and attempts (oldest first) in one flush.
+    pub fn record(&self, state: &SourceState, attempts: &[Attempt]) -> Result<(), RecordError> {
+        self.write(|db| {
+            let v = serde_json::to_vec(state).expect("state serializes");
+            db.sources.insert(state.source.as_bytes(), v).map_err(|e| self.err(e))?;
+            for a in attempts {
+                let a = Attempt { id: db.db.generate_id().map_err(|e| self.err(e))?, ..a.clone() };
+                let v = serde_json::to_vec(&a).expect("attempt serializes");
+                db.history.insert(a.id.to_be_bytes(), v).map_err(|e| self.err(e))?;
+            }
+            while db.history.len() > HISTORY_CAP {
+                if db.history.pop_min().map_err(|e| self.err(e))?.is_none() {
+                    break;
                 }
             }
-        }
-        self.flush()
+            Ok(())
+        })
     }
 
     /// The newest `limit` attempts, newest first.
     pub fn history(&self, limit: usize) -> Result<Vec<Attempt>, RecordError> {
-        let mut out = Vec::new();
-        for kv in self.history.iter().rev().take(limit) {
-            let (_, v) = kv.map_err(|e| self.err(e))?;
-            out.push(serde_json::from_slice(&v).map_err(|e| self.corrupt("a history entry".into(), e))?);
-        }
-        Ok(out)
+        self.read(|db| {
+            let mut out = Vec::new();
+            for kv in db.history.iter().rev().take(limit) {
+                let (_, v) = kv.map_err(|e| self.err(e))?;
+                out.push(serde_json::from_slice(&v).map_err(|e| self.corrupt("a history entry".into(), e))?);
+            }
+            Ok(out)
+        })
     }
 
     fn cache_key(source: &str, digest: &str, part: &str) -> Vec<u8> {
@@ -261,17 +368,19 @@ impl Store {
 
     /// Stores a verified bundle's blobs (flushed).
     pub fn cache_put(&self, source: &str, b: &CachedBundle) -> Result<(), RecordError> {
-        for (part, data) in PARTS.iter().zip([&b.manifest, &b.config, &b.layer]) {
-            self.cache.insert(Self::cache_key(source, &b.digest, part), data.as_slice()).map_err(|e| self.err(e))?;
-        }
-        self.flush()
+        self.write(|db| {
+            for (part, data) in PARTS.iter().zip([&b.manifest, &b.config, &b.layer]) {
+                db.cache.insert(Self::cache_key(source, &b.digest, part), data.as_slice()).map_err(|e| self.err(e))?;
+            }
+            Ok(())
+        })
     }
 
     /// A cached bundle, with every blob re-checked against its digest.
     pub fn cache_get(&self, source: &str, digest: &str) -> Result<Option<CachedBundle>, RecordError> {
         let mut parts = Vec::new();
         for part in PARTS {
-            match self.cache.get(Self::cache_key(source, digest, part)).map_err(|e| self.err(e))? {
+            match self.read(|db| db.cache.get(Self::cache_key(source, digest, part)).map_err(|e| self.err(e)))? {
                 Some(v) => parts.push(v.to_vec()),
                 None => return Ok(None),
             }
@@ -288,19 +397,21 @@ impl Store {
     /// Drops cached bundles of `source` other than `keep`.
     pub fn cache_retain(&self, source: &str, keep: &[&str]) -> Result<(), RecordError> {
         let prefix = format!("{source}\0");
-        let mut drop = Vec::new();
-        for kv in self.cache.scan_prefix(prefix.as_bytes()) {
-            let (k, _) = kv.map_err(|e| self.err(e))?;
-            let text = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
-            let digest = text.split('\0').next().unwrap_or("");
-            if !keep.contains(&digest) {
-                drop.push(k);
+        self.write(|db| {
+            let mut drop = Vec::new();
+            for kv in db.cache.scan_prefix(prefix.as_bytes()) {
+                let (k, _) = kv.map_err(|e| self.err(e))?;
+                let text = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+                let digest = text.split('\0').next().unwrap_or("");
+                if !keep.contains(&digest) {
+                    drop.push(k);
+                }
             }
-        }
-        for k in drop {
-            self.cache.remove(k).map_err(|e| self.err(e))?;
-        }
-        self.flush()
+            for k in drop {
+                db.cache.remove(k).map_err(|e| self.err(e))?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -312,7 +423,7 @@ mod tests {
     fn a_corrupt_record_keeps_the_parser_message_and_says_how_to_recover() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.sources.insert(b"reg/fleet/edge:prod", &b"{\"source\": 7"[..]).unwrap();
+        store.read(|db| Ok(db.sources.insert(b"reg/fleet/edge:prod", &b"{\"source\": 7"[..]).unwrap())).unwrap();
         let e = store.source("reg/fleet/edge:prod").unwrap_err().to_string();
         assert!(e.contains("source reg/fleet/edge:prod"), "{e}");
         assert!(e.contains("expected a string at line 1 column 12"), "the parser's message is kept: {e}");

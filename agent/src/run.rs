@@ -30,12 +30,13 @@ pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>>
     match &settings.target {
         TargetSpec::Dir(p) => Ok(Arc::new(crate::targets::dir::DirTarget::open(p).with_context(|| format!("target dir:{}", p.display()))?)),
         TargetSpec::Kube => {
-            use crate::targets::kube::{KubeOptions, KubeTarget};
+            use crate::targets::kube::{retry::RetryPolicy, KubeOptions, KubeTarget};
             let opts = KubeOptions {
                 force: !settings.no_force,
                 concurrency: settings.apply_concurrency,
                 impersonate: settings.service_account.as_ref().map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}")),
                 state_namespace: settings.agent_namespace.clone(),
+                retry: RetryPolicy { request_timeout: settings.api_timeout, ..RetryPolicy::default() },
                 ..KubeOptions::default()
             };
             Ok(Arc::new(KubeTarget::connect(opts).await.context("target kube")?))
@@ -245,6 +246,12 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     }
     if listen.is_some() {
         crate::query::remove_endpoint(&settings.state_dir);
+    }
+    if !pipeline.write_unsaved() {
+        tracing::error!(
+            "stopping with the last attempts not written to {}: the next start begins from the state written last and re-applies the channel's bundle",
+            store.path().display()
+        );
     }
     store.flush().context("flushing the state database")?;
     tracing::info!("drover-agent stopped");

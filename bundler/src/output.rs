@@ -47,6 +47,15 @@ pub trait Report: Serialize {
     const ERROR_EXIT: u8 = 1;
 }
 
+/// The exit code of a command line that cannot be run as given (as clap's own errors).
+pub const USAGE_EXIT: u8 = 2;
+
+/// A command line that cannot be run as given: flags that need another flag, values that
+/// do not parse. [`emit`] exits with [`USAGE_EXIT`] for it, wherever in the chain it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 /// Prints the outcome of a command and returns its exit code: the report as a table or
 /// JSON on stdout (then its failure, if any, on stderr), or `error: ...` on stderr.
 pub fn emit<R: Report>(result: anyhow::Result<R>, format: OutputFormat) -> u8 {
@@ -77,7 +86,11 @@ pub fn emit<R: Report>(result: anyhow::Result<R>, format: OutputFormat) -> u8 {
         }
         Err(e) => {
             error_line(&format!("{e:#}"));
-            R::ERROR_EXIT
+            if e.downcast_ref::<UsageError>().is_some() {
+                USAGE_EXIT
+            } else {
+                R::ERROR_EXIT
+            }
         }
     }
 }

@@ -171,7 +171,9 @@ impl RegistryClient {
 
     /// Fetches a manifest by tag or digest, refusing more than `max` bytes (stops
     /// reading there) and checking its digest against the reference's digest when it has
-    /// one. Returns bytes and digest.
+    /// one, or else against the `Docker-Content-Digest` the registry answered with (the
+    /// manifest it holds under the tag: bytes that differ were damaged on the way).
+    /// Returns bytes and digest.
     pub async fn manifest(&self, r: &RegistryRef, max: u64) -> Result<(Vec<u8>, String), StoreError> {
         let what = format!("manifest {r}");
         let accept = MANIFEST_ACCEPT.join(", ");
@@ -183,9 +185,15 @@ impl RegistryClient {
             404 => return Err(StoreError::NotFound(what)),
             _ => return Err(self.engine.unexpected(&what, res).await),
         }
+        let named = res
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| crate::digest::is_valid_digest(d))
+            .map(str::to_string);
         let body = read_capped(res, max, &what, &self.engine).await?;
         let digest = sha256_digest(&body);
-        if let Some(expected) = &r.digest {
+        if let Some(expected) = r.digest.as_ref().or(named.as_ref()) {
             if &digest != expected {
                 return Err(StoreError::DigestMismatch { what, expected: expected.clone(), actual: digest });
             }

@@ -404,7 +404,7 @@ async fn candidates(repo: &Repo) -> Result<Vec<(String, String)>, StoreError> {
 pub async fn read_all(repo: &Repo, concurrency: usize) -> Result<Loaded, StoreError> {
     use futures::StreamExt;
     let names = candidates(repo).await?;
-    let results: Vec<(String, Result<Option<Report>, String>)> =
+    let mut results: Vec<(String, Result<Option<Report>, String>)> =
         futures::stream::iter(names.into_iter().map(|(name, lookup)| async move {
             let r = match repo.manifest(&lookup, MAX_REPORT_BYTES).await {
                 Ok((bytes, _)) => decode(repo, &bytes).await,
@@ -413,9 +413,11 @@ pub async fn read_all(repo: &Repo, concurrency: usize) -> Result<Loaded, StoreEr
             };
             (name, r)
         }))
-        .buffered(concurrency.max(1))
+        // Unordered: one slow answer must not hold back the requests behind it.
+        .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
+    results.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut out = Loaded::default();
     for (name, r) in results {
         // A layout ref name may be `<repository>:<tag>`: the tag is after the last ':'.

@@ -177,9 +177,11 @@ pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<V
     let bytes = match repo.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
         Ok((bytes, _)) => bytes,
         Err(StoreError::NotFound(_)) => return Err(TrustError::Unsigned { digest: digest.into(), reference }),
-        Err(e @ (StoreError::DigestMismatch { .. } | StoreError::TooLarge { .. } | StoreError::Malformed(_))) => {
-            return Err(tampered(e.to_string()))
-        }
+        // Other bytes than the digest the registry named for the tag: damaged on the way
+        // (a cut or flipped body), read again like a dropped connection. What the
+        // registry itself holds is judged below: unreadable there is tampering.
+        Err(e @ StoreError::DigestMismatch { .. }) => return Err(e.into()),
+        Err(e @ (StoreError::TooLarge { .. } | StoreError::Malformed(_))) => return Err(tampered(e.to_string())),
         Err(e) => return Err(e.into()),
     };
     let manifest = sigmanifest::parse(&bytes).map_err(tampered)?;

@@ -8,6 +8,7 @@ pub mod fakekube;
 pub mod faults;
 pub mod misbehave;
 pub mod proxy;
+pub mod rawreg;
 pub mod registry;
 pub mod spawn;
 pub mod tls;

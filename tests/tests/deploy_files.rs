@@ -357,7 +357,7 @@ fn dashboard_is_importable_and_rules_are_well_formed() {
             }
         }
     }
-    for want in ["DroverNoSuccessfulApply", "DroverBundleRejected", "DroverPruneRefused", "DroverDegraded", "DroverNoLeader"] {
+    for want in ["DroverNoSuccessfulApply", "DroverBundleRejected", "DroverPruneRefused", "DroverDegraded", "DroverStateUnwritable", "DroverNoLeader"] {
         assert!(alerts.contains(want), "alert {want} missing: {alerts:?}");
     }
 }

@@ -105,8 +105,11 @@ fn gate_follows_the_reports(env: &Env) {
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("needs the channel tag"), "{}", out.stderr);
     let out = f.drover(&["promote", &src, "prod-ring1", "--trust-key", &pubkey, "--soak", "1m"]);
-    assert_ne!(out.code, 0, "a gate flag without --require-healthy is a mistake");
+    assert_eq!(out.code, 2, "a gate flag without --require-healthy is a usage error: {}", out.stderr);
     assert!(out.stderr.contains("--require-healthy"), "{}", out.stderr);
+    let out = f.drover(&["promote", &src, "prod-ring1", "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "ten minutes"]);
+    assert_eq!(out.code, 2, "a value that does not parse is a usage error: {}", out.stderr);
+    assert!(out.stderr.contains("--soak \"ten minutes\" is not a duration"), "{}", out.stderr);
     assert_eq!(f.digest_of(&ring1), None, "nothing moved");
 
     // 5. fleet wait: gives up (exit 1, naming why) while soaking, returns once soaked.

@@ -49,7 +49,8 @@ pub fn sources(prefixes: &[String], reports: &[String]) -> anyhow::Result<Vec<St
 
 /// Parses a duration flag (`15m`, `30s`, `0s`).
 pub fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
-    humantime::parse_duration(text.trim()).with_context(|| format!("{flag} {text:?} is not a duration like 30s, 15m or 1h"))
+    humantime::parse_duration(text.trim())
+        .map_err(|_| crate::output::UsageError(format!("{flag} {text:?} is not a duration like 30s, 15m or 1h")).into())
 }
 
 /// Seconds as a short human duration: the two largest units (`45s`, `4m 10s`, `3h 5m`, `2d 4h`).

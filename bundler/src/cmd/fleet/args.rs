@@ -8,6 +8,7 @@ use drover_proto::{Reference, RegistryClient};
 
 use crate::fleet::gate::{self, Candidate, Rule, Verdict};
 use crate::fleet::{load, parse_duration};
+use crate::output::UsageError;
 
 /// `--registry PREFIX`, `--reports REF`, `--stale`: the reports to read.
 #[derive(Debug, Clone, clap::Args)]
@@ -59,7 +60,7 @@ impl GateArgs {
     /// The rule, when the gate is on (`--require-healthy`, or `default_percent`).
     pub fn rule(&self, default_percent: Option<f64>) -> anyhow::Result<Option<Rule>> {
         let percent = match (&self.require_healthy, default_percent) {
-            (Some(t), _) => gate::parse_percent(t).map_err(anyhow::Error::msg)?,
+            (Some(t), _) => gate::parse_percent(t).map_err(UsageError)?,
             (None, Some(p)) => p,
             (None, None) => {
                 let stray = [
@@ -69,7 +70,7 @@ impl GateArgs {
                     ("--stale", self.stale.is_some()),
                 ];
                 if let Some((flag, _)) = stray.iter().find(|(_, set)| *set) {
-                    anyhow::bail!("{flag} belongs to the health gate: add --require-healthy PERCENT (e.g. 100%)");
+                    return Err(UsageError(format!("{flag} belongs to the health gate: add --require-healthy PERCENT (e.g. 100%)")).into());
                 }
                 return Ok(None);
             }
