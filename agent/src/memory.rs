@@ -37,3 +37,63 @@ pub fn trim() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     glibc::trim();
 }
+
+/// Heap accounting for finding where memory goes (`--features heap-stats`, never in a
+/// shipped build): a counting global allocator, and [`mark`] logs the live heap and its
+/// peak since the previous mark (`heap` lines at info level, per pipeline stage).
+#[cfg(feature = "heap-stats")]
+mod heap {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+    static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+    struct Counting;
+
+    fn grew(n: usize) {
+        let now = LIVE.fetch_add(n, Relaxed) + n;
+        PEAK.fetch_max(now, Relaxed);
+    }
+
+    // SAFETY: every call is forwarded to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            grew(l.size());
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            grew(l.size());
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            LIVE.fetch_sub(l.size(), Relaxed);
+            unsafe { System.dealloc(p, l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+            if new >= l.size() {
+                grew(new - l.size());
+            } else {
+                LIVE.fetch_sub(l.size() - new, Relaxed);
+            }
+            unsafe { System.realloc(p, l, new) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    pub fn mark(at: &str) {
+        let live = LIVE.load(Relaxed);
+        let peak = PEAK.swap(live, Relaxed);
+        tracing::info!(at, live_kib = live / 1024, peak_kib = peak / 1024, "heap");
+    }
+}
+
+/// Logs the live heap and its peak since the previous mark, reached at `at` (only with
+/// `--features heap-stats`; otherwise nothing).
+pub fn mark(at: &str) {
+    #[cfg(feature = "heap-stats")]
+    heap::mark(at);
+    let _ = at;
+}

@@ -248,6 +248,7 @@ impl Pipeline {
     /// Runs fetch..record for `digest`, with the floor and inventory raised by the
     /// target's record ([`recall`]).
     async fn process(&mut self, digest: String, state: SourceState, note: Option<String>, hold: Option<Hold>) -> CycleOutcome {
+        crate::memory::mark("process");
         let (state, recall_note) = recall::recall(self.target.as_ref(), state).await;
         let notes: Vec<String> = note.into_iter().chain(recall_note).collect();
         let resync = state.applied_digest.as_deref() == Some(digest.as_str());
@@ -276,11 +277,13 @@ impl Pipeline {
         }
         let allow_mass_prune = verified.bundle.config.allow_mass_prune;
         at.stage = "unpack";
-        let unpacked = match unpack::unpack(verified, self.target.needs_values()) {
+        crate::memory::mark(at.stage);
+        let unpacked = match unpack::unpack(verified) {
             Ok(u) => u,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
         at.stage = "plan";
+        crate::memory::mark(at.stage);
         let known = match plan::cluster_kinds(self.target.as_ref(), &unpacked, &self.policy).await {
             Ok(k) => k,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
@@ -298,6 +301,7 @@ impl Pipeline {
             return self.report_drift(req, state, at).await;
         }
         at.stage = "apply";
+        crate::memory::mark(at.stage);
         self.critical.store(true, Ordering::SeqCst);
         let out = self.change(req, state, at, allow_mass_prune, notes).await;
         self.critical.store(false, Ordering::SeqCst);
@@ -321,25 +325,35 @@ impl Pipeline {
             let first: Vec<String> = report.conflicts().take(3).map(|o| format!("{}: {}", o.object, o.message)).collect();
             reasons.push(format!("{} object(s) not applied, owned by another drover source: {}", conflicts.len(), first.join("; ")));
         }
-        let applied = without(&req, &conflicts);
+        // A copy of the request only when objects are left out (10,000 objects: MiBs).
+        let without_conflicts = (!conflicts.is_empty()).then(|| without(&req, &conflicts));
+        let applied = without_conflicts.as_ref().unwrap_or(&req);
         at.stage = "wait";
-        let health = wait::wait(target.as_ref(), &applied, self.health_timeout).await;
+        crate::memory::mark(at.stage);
+        let health = wait::wait(target.as_ref(), applied, self.health_timeout).await;
         at.stage = "prune";
-        let mut outcomes = report.outcomes.clone();
-        let pruned = self.prune_stage(&state.inventory, &req, &applied, allow_mass_prune).await;
+        crate::memory::mark(at.stage);
+        let changed = report.changed();
+        let mut outcomes = report.outcomes;
+        let pruned = self.prune_stage(&state.inventory, &req, applied, allow_mass_prune).await;
         outcomes.extend(pruned.outcomes);
         reasons.extend(pruned.reasons);
+        // The objects are not needed any more: their memory is free before the record.
+        drop(without_conflicts);
+        let ApplyRequest { digest, sequence, groups, .. } = req;
+        drop(groups);
         at.stage = "record";
-        let drift = if at.resync { report.changed() } else { 0 };
+        crate::memory::mark(at.stage);
+        let drift = if at.resync { changed } else { 0 };
         if drift > 0 {
             tracing::warn!("resync corrected drift on {drift} object(s)");
             self.shared.metrics.drift(drift as u64);
         }
         self.shared.metrics.apply("Applied");
-        self.shared.metrics.applied(&self.source.name, &req.digest, req.sequence);
+        self.shared.metrics.applied(&self.source.name, &digest, sequence);
         let mut state = state;
-        state.applied_digest = Some(req.digest.clone());
-        state.applied_sequence = Some(req.sequence);
+        state.applied_digest = Some(digest.clone());
+        state.applied_sequence = Some(sequence);
         state.policy_fingerprint = Some(self.fingerprint.clone());
         state.applied_at = Some(now_rfc3339());
         state.health = Some(health.health);
@@ -353,11 +367,12 @@ impl Pipeline {
             reasons.push(format!("health {}: {}", health.health, detail.join("; ")));
         }
         reasons.extend(recall::keep(target.as_ref(), &state).await);
-        tracing::info!(digest = %req.digest, sequence = req.sequence, changed = report.changed(), pruned = pruned.deleted, "applied");
+        tracing::info!(digest = %digest, sequence, changed, pruned = pruned.deleted, "applied");
         let unhealthy = health.objects.into_iter().take(drover_proto::report::MAX_FAILING).collect();
         let extra = Extra { drift, pruned: pruned.deleted, prune_refused: pruned.refused, health: Some(health.health), unhealthy, reason: reasons.join("; ") };
         let out = self.finish_ok(&state, at, outcomes, extra);
-        if let Err(e) = self.store().cache_retain(&self.source.name, &[req.digest.as_str()]) {
+        crate::memory::mark("recorded");
+        if let Err(e) = self.store().cache_retain(&self.source.name, &[digest.as_str()]) {
             tracing::warn!("{e}");
         }
         self.last_apply = Some(Instant::now());

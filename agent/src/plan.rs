@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use drover_proto::bundle::parse_single_object;
 use drover_proto::object::{ObjectRef, BUILTIN_CLUSTER_SCOPED};
 
 use crate::order::{apply_stage, ApplyStage};
@@ -40,8 +41,7 @@ pub fn cluster_scoped(id: &ObjectRef, known: &ClusterKinds) -> bool {
 }
 
 /// With an allow list: which kinds of the bundle's objects that claim a namespace are in
-/// fact cluster-scoped — from the bundle's own CRDs (`spec.scope: Cluster`, when the
-/// target keeps parsed objects) and from the target ([`Target::cluster_scoped`]: the kube
+/// fact cluster-scoped — from the bundle's own CRDs (`spec.scope: Cluster`) and from the target ([`Target::cluster_scoped`]: the kube
 /// target asks discovery). Without an allow list nothing is looked up. Fails closed: when
 /// the target cannot be asked, the attempt fails (and is retried) rather than guess.
 pub async fn cluster_kinds(target: &dyn Target, u: &Unpacked, policy: &Policy) -> Result<ClusterKinds, StageError> {
@@ -50,7 +50,8 @@ pub async fn cluster_kinds(target: &dyn Target, u: &Unpacked, policy: &Policy) -
         return Ok(known);
     }
     for o in u.objects.iter().filter(|o| o.id.kind == "CustomResourceDefinition") {
-        let spec = &o.value["spec"];
+        let Ok(value) = parse_single_object(&o.yaml) else { continue };
+        let spec = &value["spec"];
         if let (Some("Cluster"), Some(group), Some(kind)) = (spec["scope"].as_str(), spec["group"].as_str(), spec["names"]["kind"].as_str()) {
             known.insert((group.to_string(), kind.to_string()));
         }
@@ -98,16 +99,22 @@ pub fn check(policy: &Policy, known: &ClusterKinds, id: &ObjectRef) -> Result<()
 
 /// Checks the policy (`known`: from [`cluster_kinds`]) and orders the objects.
 pub fn plan(u: Unpacked, policy: &Policy, known: &ClusterKinds, source: &str, field_manager: &str) -> Result<ApplyRequest, StageError> {
-    let mut groups: BTreeMap<ApplyStage, Vec<PlannedObject>> = BTreeMap::new();
+    // Each group's list is allocated once at its final size (grown by doubling, 10,000
+    // objects briefly took twice their room).
+    let mut sizes: BTreeMap<ApplyStage, usize> = BTreeMap::new();
+    for o in &u.objects {
+        *sizes.entry(apply_stage(&o.id)).or_default() += 1;
+    }
+    let mut groups: BTreeMap<ApplyStage, Vec<PlannedObject>> = sizes.into_iter().map(|(s, n)| (s, Vec::with_capacity(n))).collect();
     for o in u.objects {
         check(policy, known, &o.id).map_err(|m| StageError::Rejected { reason: "policy", message: format!("{}: {m}", u.digest) })?;
-        let po = PlannedObject { id: o.id, path: o.path, yaml: Arc::new(o.yaml), value: Arc::new(o.value) };
+        let po = PlannedObject { id: o.id, path: o.path, yaml: Arc::new(o.yaml) };
         groups.entry(apply_stage(&po.id)).or_default().push(po);
     }
     Ok(ApplyRequest {
         source: source.to_string(),
         digest: u.digest,
-        sequence: u.config.sequence,
+        sequence: u.sequence,
         field_manager: field_manager.to_string(),
         groups: groups.into_iter().map(|(stage, objects)| OrderGroup { stage, objects }).collect(),
     })

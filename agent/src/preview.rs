@@ -119,7 +119,7 @@ pub async fn plan(settings: &Settings) -> anyhow::Result<Planned> {
         Err(stop) => return Ok(Planned::Refused { stage: stop.stage, message: stop.error.message().to_string() }),
     };
     let allow_mass_prune = verified.bundle.config.allow_mass_prune;
-    let unpacked = match crate::unpack::unpack(verified, target.needs_values()) {
+    let unpacked = match crate::unpack::unpack(verified) {
         Ok(u) => u,
         Err(e) => return Ok(refused("unpack")(e)),
     };

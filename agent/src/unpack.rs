@@ -4,7 +4,7 @@
 
 use drover_proto::archive::UnpackLimits;
 use drover_proto::bundle::{open_content_with, BundleObject};
-use drover_proto::config::BundleConfig;
+use drover_proto::FetchedBundle;
 
 use crate::stage::StageError;
 use crate::verify::Verified;
@@ -13,23 +13,25 @@ use crate::verify::Verified;
 pub struct Unpacked {
     /// Manifest digest.
     pub digest: String,
-    /// Signed config.
-    pub config: BundleConfig,
-    /// The objects, in index order.
+    /// The signed config's sequence (the config itself is dropped once the objects are
+    /// checked against its index: 10,000 entries take MiBs).
+    pub sequence: u64,
+    /// The objects, in index order (`value` is `Null`: parse `yaml` when needed).
     pub objects: Vec<BundleObject>,
 }
 
-/// Opens the content layer (the layer bytes are dropped afterwards). Without
-/// `keep_values` each parsed object is dropped once checked (`value` is `Null`).
-pub fn unpack(v: Verified, keep_values: bool) -> Result<Unpacked, StageError> {
-    let b = v.bundle;
+/// Opens the content layer (the layer bytes are dropped afterwards). Each parsed object
+/// is dropped once checked (`value` is `Null`): only the bytes are kept, and targets parse
+/// one object at a time when they need it ([`crate::targets::PlannedObject::value`]).
+pub fn unpack(v: Verified) -> Result<Unpacked, StageError> {
+    // Only the config and the layer are needed; the other bytes go now.
+    let FetchedBundle { digest, config, layer, .. } = v.bundle;
     let keep = |mut o: BundleObject| {
-        if !keep_values {
-            o.value = serde_json::Value::Null;
-        }
+        o.value = serde_json::Value::Null;
+        o.yaml.shrink_to_fit();
         o
     };
-    let objects = open_content_with(&b.config, &b.layer, &UnpackLimits::default(), keep)
-        .map_err(|e| StageError::Rejected { reason: "content", message: format!("{}: {e}", b.digest) })?;
-    Ok(Unpacked { digest: b.digest, config: b.config, objects })
+    let objects = open_content_with(&config, &layer, &UnpackLimits::default(), keep)
+        .map_err(|e| StageError::Rejected { reason: "content", message: format!("{digest}: {e}") })?;
+    Ok(Unpacked { digest, sequence: config.sequence, objects })
 }

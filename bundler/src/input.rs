@@ -220,7 +220,7 @@ impl Collector {
     /// document number (from 1).
     pub fn add_document_text(&mut self, source_label: &str, text: &str) -> Result<(), InputError> {
         self.charge(source_label, text.len() as u64)?;
-        let docs = parse_text(source_label, text)?;
+        let docs = parse_text(source_label, text);
         self.add_parsed(docs)
     }
 
@@ -241,8 +241,9 @@ impl Collector {
     }
 
     /// Adds the documents [`parse_text`] returned, in order.
-    fn add_parsed(&mut self, docs: Vec<(String, Value)>) -> Result<(), InputError> {
-        for (at, v) in docs {
+    fn add_parsed(&mut self, docs: Vec<Result<(String, Value), InputError>>) -> Result<(), InputError> {
+        for doc in docs {
+            let (at, v) = doc?;
             self.add_value(&at, v, true)?;
         }
         Ok(())
@@ -328,28 +329,44 @@ impl Collector {
 
 /// Parses one (multi-document) YAML text into its objects' values, each with its place
 /// (`LABEL (document N)`); empty documents are skipped, a document that is not a mapping
-/// is an error. Pure (no limits, no collector state): texts can be parsed on several
-/// threads and handed to a [`Collector`] in order.
-fn parse_text(source_label: &str, text: &str) -> Result<Vec<(String, Value)>, InputError> {
+/// is an error. The documents come back in order, a parse error as the last one, so that
+/// [`Collector::add_parsed`] meets the errors in document order (a document's own
+/// validation error before a later document's parse error), as a one-by-one read does.
+/// Pure (no limits, no collector state): texts can be parsed on several threads and
+/// handed to a [`Collector`] in order.
+fn parse_text(source_label: &str, text: &str) -> Vec<Result<(String, Value), InputError>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Vec::new();
     for (i, doc) in drover_proto::yaml::documents(text).enumerate() {
         let at = format!("{source_label} (document {})", i + 1);
-        let mut y = doc.map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
-        y.apply_merge().map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
-        let v = yaml_to_json(&y).map_err(|message| InputError::Invalid { at: at.clone(), message })?;
-        match v {
-            Value::Null => continue,
-            Value::Object(_) => out.push((at, v)),
-            other => {
-                return Err(InputError::Invalid {
-                    at,
-                    message: format!("the document is {}, not an object (a mapping with apiVersion, kind, metadata)", kind_of(&other)),
-                })
+        match parse_document(at, doc) {
+            Ok(None) => continue,
+            Ok(Some(v)) => out.push(Ok(v)),
+            Err(e) => {
+                out.push(Err(e));
+                break;
             }
         }
     }
-    Ok(out)
+    out
+}
+
+/// One document of [`parse_text`]: `None` when it is empty.
+fn parse_document(
+    at: String,
+    doc: Result<serde_yaml_ng::Value, serde_yaml_ng::Error>,
+) -> Result<Option<(String, Value)>, InputError> {
+    let mut y = doc.map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
+    y.apply_merge().map_err(|e| InputError::Yaml { at: at.clone(), message: e.to_string() })?;
+    let v = yaml_to_json(&y).map_err(|message| InputError::Invalid { at: at.clone(), message })?;
+    match v {
+        Value::Null => Ok(None),
+        Value::Object(_) => Ok(Some((at, v))),
+        other => Err(InputError::Invalid {
+            at,
+            message: format!("the document is {}, not an object (a mapping with apiVersion, kind, metadata)", kind_of(&other)),
+        }),
+    }
 }
 
 /// Everything [`load_dir`] read: the objects and the warnings.
@@ -398,7 +415,7 @@ pub fn load_dir_with_limits(dir: &Path, extra: &[String], limits: InputLimits) -
         let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
         let size = bytes.len() as u64;
         let text = String::from_utf8(bytes).map_err(|e| InputError::NotUtf8 { path: label.clone(), offset: e.utf8_error().valid_up_to() })?;
-        Ok((size, parse_text(&label, &text)?))
+        Ok((size, parse_text(&label, &text)))
     });
     for (path, result) in files.iter().zip(parsed) {
         let (size, docs) = result?;

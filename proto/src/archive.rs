@@ -155,7 +155,10 @@ pub fn unpack(gz: &[u8], limits: &UnpackLimits) -> Result<BTreeMap<String, Vec<u
         }
         let path = check_path(&path, limits)?;
         let remaining = limits.max_total_bytes - total;
-        let mut data = Vec::new();
+        // Sized from the header (capped by the limit): grown by doubling, many small
+        // files took up to twice their bytes.
+        let size = entry.header().size().unwrap_or(0).min(remaining + 1);
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         (&mut entry)
             .take(remaining + 1)
             .read_to_end(&mut data)

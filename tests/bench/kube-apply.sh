@@ -5,9 +5,12 @@
 # created), and a second agent run re-applies the same bundle (a resync: everything
 # unchanged). Every pass prints the API requests it made (the fake's request counts): a
 # resync of an unchanged cluster makes no write and one LIST per kind and namespace
-# (plus pages of 500), where `kubectl apply --server-side` PATCHes every object.
+# (plus pages of 500), where `kubectl apply --server-side` PATCHes every object. A
+# long-running agent (c=8) on a fresh fake then gives the peak RSS through its first apply
+# and the idle RSS after 5 s of unchanged polls (VmHWM, VmRSS).
 #
 #   tests/bench/kube-apply.sh [N_OBJECTS] [PROFILE] [PATCH_LATENCY_MS]   # defaults: 1000 release 0
+#   SKIP_KUBECTL=1 tests/bench/kube-apply.sh 10000   # the agent's passes only
 #
 # PATCH_LATENCY_MS > 0 makes the fake answer every PATCH that much later (its delay hook),
 # standing in for a real API server's etcd write latency; kubectl gets the same delay.
@@ -96,9 +99,29 @@ agent() { # label concurrency
   done
 }
 
-echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, PATCH latency: ${LATENCY} ms, $(nproc) cores"
+idle() { # a long-running agent (c=8) on a fresh fake: peak RSS through the first apply, idle RSS after polls
+  fake idle
+  local listen=127.0.0.1:$(port) state=$W/state-idle
+  KUBECONFIG=$KC "$BIN/drover-agent" run --target kube --source "$REF" --plain-http --trust-key "$W/keys/drover.pub" \
+    --state-dir "$state" --listen "$listen" --interval 1s --log-format json 2>"$W/agent-idle.log" &
+  local pid=$!
+  for _ in $(seq 1200); do curl -fs "http://$listen/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+  curl -fs "http://$listen/readyz" >/dev/null || { echo "the long-running agent never became ready"; tail -5 "$W/agent-idle.log"; exit 1; }
+  local hwm rss anon file
+  kib() { awk -v k="$1" '$1==k":" {print $2}' "/proc/$pid/status"; }
+  hwm=$(kib VmHWM)
+  sleep 5 # some unchanged polls
+  rss=$(kib VmRSS) anon=$(kib RssAnon) file=$(kib RssFile)
+  printf '%-28s %-7s peak RSS through the first apply %5.1f MiB  idle RSS after 5 s of polls %5.1f MiB (anon %d KiB, file %d KiB)\n' \
+    "drover-agent c=8 (running)" idle "$(echo "scale=1; $hwm / 1024" | bc)" "$(echo "scale=1; $rss / 1024" | bc)" "$anon" "$file"
+  kill -TERM "$pid"; wait "$pid" || true
+}
+
+echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, PATCH latency: ${LATENCY} ms, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 agent c8 8
 agent c1 1
+idle
+[[ -z ${SKIP_KUBECTL:-} ]] || exit 0
 fake kubectl
 for pass in create reapply; do
   counts_reset

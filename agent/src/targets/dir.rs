@@ -304,10 +304,6 @@ impl Target for DirTarget {
         format!("dir:{}", self.root.display())
     }
 
-    fn needs_values(&self) -> bool {
-        false
-    }
-
     fn apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<ApplyReport, TargetError>> {
         Box::pin(async move { self.apply_sync(req) })
     }

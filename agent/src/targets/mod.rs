@@ -59,9 +59,16 @@ pub struct PlannedObject {
     pub path: String,
     /// The exact bytes from the bundle (hash checked against the signed index).
     pub yaml: Arc<Vec<u8>>,
-    /// The parsed object; `Value::Null` for targets whose [`Target::needs_values`] is false
-    /// (the dir target writes `yaml` only; not keeping 1,000 parsed trees saves ~7 MiB).
-    pub value: Arc<serde_json::Value>,
+}
+
+impl PlannedObject {
+    /// The parsed object, parsed from [`PlannedObject::yaml`] on every call and not kept:
+    /// parsed trees take several times the bytes (10,000 objects: tens of MiB), and a
+    /// target needs one object at a time. The unpack stage already parsed and checked the
+    /// bytes, so this fails only for an object that was never unpacked.
+    pub fn value(&self) -> Result<serde_json::Value, String> {
+        drover_proto::bundle::parse_single_object(&self.yaml).map_err(|e| format!("{}: {e}", self.path))
+    }
 }
 
 /// The objects of one apply stage, in a stable order.
@@ -392,12 +399,6 @@ pub enum TargetError {
 pub trait Target: Send + Sync {
     /// Short description for logs and status (`dir:/srv/out`, `kube`).
     fn describe(&self) -> String;
-
-    /// True when the target reads [`PlannedObject::value`] (default). A target that only
-    /// needs the bytes returns false and receives `Value::Null` there.
-    fn needs_values(&self) -> bool {
-        true
-    }
 
     /// Whether objects of `kind` in `api_version` are cluster-scoped on this target, when
     /// the target can tell (the kube target asks discovery); `Ok(None)` (the default): it

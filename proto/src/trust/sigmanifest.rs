@@ -35,9 +35,13 @@ pub fn payload(docker_reference: &str, digest: &str) -> Vec<u8> {
 }
 
 /// Parses and checks a payload against the digest it must sign. Returns the docker-reference.
+/// JSON is UTF-8 (RFC 8259): bytes that are not are refused before parsing, because
+/// serde_json skips an unknown field's string without checking it, and drover must not
+/// accept a payload that cosign and other JSON parsers refuse (found by fuzzing).
 pub fn check_payload(bytes: &[u8], digest: &str) -> Result<String, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("malformed simple-signing payload: not UTF-8 JSON ({e})"))?;
     let ss: SimpleSigning =
-        serde_json::from_slice(bytes).map_err(|e| format!("malformed simple-signing payload: {e}"))?;
+        serde_json::from_str(text).map_err(|e| format!("malformed simple-signing payload: {e}"))?;
     if ss.critical.type_name != CRITICAL_TYPE_NAME {
         return Err(format!("payload critical.type is {:?}, expected {CRITICAL_TYPE_NAME:?}", ss.critical.type_name));
     }
@@ -139,6 +143,20 @@ pub fn payload_digest(payload: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by `bench/fuzz.sh 600` (target `signature_payload`): a valid payload with an
+    /// unknown field whose string holds bytes that are not UTF-8 was accepted, though it is
+    /// not JSON.
+    #[test]
+    fn a_payload_that_is_not_utf8_json_is_refused() {
+        let good = payload("registry.example.com/fleet/edge", "sha256:abc");
+        let mut bad = good[..good.len() - 1].to_vec();
+        bad.extend_from_slice(b",\"x\":\"\xff\xff%\"}");
+        assert!(serde_json::from_slice::<serde_json::Value>(&bad).is_err(), "not JSON");
+        let err = check_payload(&bad, "sha256:abc").unwrap_err();
+        assert!(err.contains("not UTF-8"), "{err}");
+        assert!(check_payload(&good, "sha256:abc").is_ok());
+    }
 
     #[test]
     fn payload_matches_cosign_bytes() {

@@ -7,7 +7,7 @@
 //! their API group from the discovery cache so the next groups can use the new kinds.
 //!
 //! Reading before the apply: one LIST (label `app.kubernetes.io/managed-by=drover`, paged
-//! by [`PAGE`] with `limit`/`continue`) per kind and namespace of the group, and a GET for
+//! by [`super::list::PAGE`] with `limit`/`continue`, parsed one item at a time) per kind and namespace of the group, and a GET for
 //! objects not in it (new, deleted, or not labelled: drover's label was removed or never
 //! there). Each live object of this source is compared with the apply body
 //! ([`super::compare`]): when drover's field manager already owns exactly the body's fields
@@ -27,12 +27,13 @@ use std::time::{Duration, Instant};
 
 use drover_proto::media;
 use futures::stream::{self, StreamExt};
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::compare;
 use super::discovery::{ResolveError, Resolved};
-use super::owner::{adopted_message, conflict_message, owner, Owner};
+use super::list;
+use super::owner::{adopted_message, conflict_message, owner_of, Owner};
 use super::retry::with_retry;
 use super::wait::{check_object, Check};
 use super::cluster::KubeTarget;
@@ -40,9 +41,6 @@ use crate::targets::{Action, ApplyReport, ApplyRequest, ObjectOutcome, OrderGrou
 
 /// Metadata the API server owns: never sent in an apply body.
 const SERVER_FIELDS: &[&str] = &["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp"];
-
-/// Objects per page of the LISTs before an apply (what client-go pages by).
-pub const PAGE: u32 = 500;
 
 type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
 
@@ -56,12 +54,13 @@ struct Live {
 }
 
 impl Live {
-    /// Reads `live` against the apply `body` of the same object.
-    fn read(live: &DynamicObject, body: &Value, req: &ApplyRequest) -> Live {
-        let owner = owner(&live.metadata, &req.source);
-        let unchanged = owner == Owner::This
-            && serde_json::to_value(live).is_ok_and(|v| compare::unchanged(body, &v, &req.field_manager));
-        Live { resource_version: live.metadata.resource_version.clone().unwrap_or_default(), owner, unchanged }
+    /// Reads `live` (as the API server returns it) against the apply `body` of the same
+    /// object.
+    fn read(live: &Value, body: &Value, req: &ApplyRequest) -> Live {
+        let owner = owner_of(live, &req.source);
+        let unchanged = owner == Owner::This && compare::unchanged(body, live, &req.field_manager);
+        let resource_version = live.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        Live { resource_version, owner, unchanged }
     }
 }
 
@@ -87,34 +86,22 @@ async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, reso
             }
         }
     }
-    let futs: Vec<_> = wanted.into_iter().map(|(key, (res, objects))| list_one(t, req, key, res, objects)).collect();
+    let futs = wanted.into_iter().map(|(key, (res, objects))| list_one(t, req, key, res, objects));
     stream::iter(futs).buffer_unordered(t.opts.concurrency.max(1)).collect().await
 }
 
 async fn list_one(t: &KubeTarget, req: &ApplyRequest, key: ListKey, res: &Resolved, objects: HashMap<&str, &PlannedObject>) -> (ListKey, HashMap<String, Live>) {
-    let api = res.api(&t.client, key.2.as_deref());
     let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
-    let mut params = ListParams::default().labels(&selector).limit(PAGE);
     let mut found = HashMap::new();
-    loop {
-        match with_retry(&t.opts.retry, || api.list(&params)).await {
-            Ok(page) => {
-                for live in &page.items {
-                    if let Some(o) = live.metadata.name.as_deref().and_then(|n| objects.get(n)) {
-                        let body = desired(&o.value, req, res.namespaced);
-                        found.insert(o.id.name.clone(), Live::read(live, &body, req));
-                    }
-                }
-                match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                    Some(token) => params = params.continue_token(&token),
-                    None => break,
-                }
-            }
-            Err(f) => {
-                tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
-                break;
-            }
+    let verdict = |live: Value| {
+        let Some(o) = live.pointer("/metadata/name").and_then(Value::as_str).and_then(|n| objects.get(n)) else { return };
+        // The desired object is parsed only now, for the compare, and dropped after it.
+        if let Ok(value) = o.value() {
+            found.insert(o.id.name.clone(), Live::read(&live, &desired(value, req, res.namespaced), req));
         }
+    };
+    if let Err(f) = list::for_each(t, res, key.2.as_deref(), &selector, verdict).await {
+        tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
     }
     (key, found)
 }
@@ -178,8 +165,11 @@ pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &
 async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> (Vec<ObjectOutcome>, usize) {
     let resolved = resolve_group(t, group).await;
     let known = list_known(t, req, group, &resolved).await;
+    crate::memory::mark("listed");
     let (resolved, known) = (&resolved, &known);
-    let futs: Vec<_> = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known)).collect();
+    // Futures are made as the stream needs them: at most `concurrency` exist at a time
+    // (10,000 of them made up front took ~10 MiB).
+    let futs = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known));
     let results: Vec<(ObjectOutcome, bool)> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
     let sent = results.iter().filter(|(_, sent)| *sent).count();
     (results.into_iter().map(|(o, _)| o).collect(), sent)
@@ -198,13 +188,16 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     if res.namespaced && id.namespace.is_none() {
         return fail(format!("{} is namespaced but the object has no metadata.namespace", id.kind));
     }
-    let body = desired(&obj.value, req, res.namespaced);
+    let body = match obj.value() {
+        Ok(v) => desired(v, req, res.namespaced),
+        Err(e) => return fail(e),
+    };
     let api = res.api(&t.client, id.namespace.as_deref());
     let listed = known.get(&known_key(obj, res)).and_then(|m| m.get(&id.name)).cloned();
     let before = match listed {
         Some(live) => Some(live),
         None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => o.map(|o| Live::read(&o, &body, req)),
+            Ok(o) => o.and_then(|o| serde_json::to_value(o).ok()).map(|o| Live::read(&o, &body, req)),
             Err(f) => return fail(format!("reading before apply: {f}")),
         },
     };
@@ -239,8 +232,8 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
 
 /// The apply body: the bundle's object with drover's label and annotations, without
 /// server-owned metadata (and without a namespace on a cluster-scoped kind).
-pub fn desired(value: &Value, req: &ApplyRequest, namespaced: bool) -> Value {
-    let mut v = value.clone();
+pub fn desired(value: Value, req: &ApplyRequest, namespaced: bool) -> Value {
+    let mut v = value;
     if !v.get("metadata").is_some_and(Value::is_object) {
         v["metadata"] = json!({});
     }
@@ -317,8 +310,8 @@ async fn establish_crds(t: &KubeTarget, group: &OrderGroup, results: &mut [Objec
         );
     }
     for &i in &crds {
-        if let Some(g) = group.objects[i].value.pointer("/spec/group").and_then(Value::as_str) {
-            t.resolver.invalidate_group(g).await;
+        if let Some(g) = group.objects[i].value().ok().and_then(|v| v.pointer("/spec/group").and_then(Value::as_str).map(str::to_string)) {
+            t.resolver.invalidate_group(&g).await;
         }
     }
 }
@@ -330,13 +323,12 @@ fn is_crd(o: &PlannedObject) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn desired_injects_ownership_and_strips_server_fields() {
         let req = ApplyRequest { source: "r.example/x:prod".into(), digest: "sha256:ab".into(), sequence: 1, field_manager: "drover".into(), groups: vec![] };
         let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "namespace": "zz", "resourceVersion": "9", "labels": {"x": "y"}}});
-        let d = desired(&Arc::new(v), &req, false);
+        let d = desired(v, &req, false);
         assert_eq!(d["metadata"]["labels"], json!({"x": "y", "app.kubernetes.io/managed-by": "drover"}));
         assert_eq!(d["metadata"]["annotations"]["drover.dev/source"], "r.example/x:prod");
         assert_eq!(d["metadata"]["annotations"]["drover.dev/digest"], "sha256:ab");

@@ -49,7 +49,8 @@ fn comparable(mut v: Value) -> Value {
 fn bundle_kinds(req: &ApplyRequest) -> BTreeSet<(String, String)> {
     req.objects()
         .filter(|o| o.id.kind == "CustomResourceDefinition")
-        .filter_map(|o| Some((o.value.pointer("/spec/group")?.as_str()?.to_string(), o.value.pointer("/spec/names/kind")?.as_str()?.to_string())))
+        .filter_map(|o| o.value().ok())
+        .filter_map(|v| Some((v.pointer("/spec/group")?.as_str()?.to_string(), v.pointer("/spec/names/kind")?.as_str()?.to_string())))
         .collect()
 }
 
@@ -123,7 +124,10 @@ async fn plan_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, res: 
     if let Some(Owner::Other(other)) = &who {
         return ObjectPlan::with(id.clone(), PlanAction::Conflict, conflict_message(other));
     }
-    let body = desired(&obj.value, req, res.namespaced);
+    let body = match obj.value() {
+        Ok(v) => desired(v, req, res.namespaced),
+        Err(e) => return fail(e),
+    };
     let mut params = PatchParams::apply(&req.field_manager).dry_run();
     if t.opts.force {
         params = params.force();

@@ -3,7 +3,7 @@
 //! an ownership-checked prune. Decisions are written down in `docs/kubernetes.md`.
 //!
 //! Data flow inside the target: `cluster` (clients, options, probe) → `discovery` (kind →
-//! resource) → `apply` (ownership, `compare`: skip what is already as desired, SSA,
+//! resource) → `list` (paged LISTs read one item at a time) → `apply` (ownership, `compare`: skip what is already as desired, SSA,
 //! change detection, CRDs Established) → `wait` (health rules) → `contents` (what
 //! deleting a Namespace takes with it) → `prune` (ownership, phases); `dryrun` what apply
 //! and prune would do (`drover-agent plan`); `owner` is the one ownership rule, `state`
@@ -16,6 +16,7 @@ pub mod compare;
 pub mod contents;
 pub mod discovery;
 pub mod dryrun;
+pub mod list;
 pub mod owner;
 pub mod prune;
 pub mod retry;

@@ -11,6 +11,7 @@
 
 use drover_proto::media;
 use kube::api::ObjectMeta;
+use serde_json::Value;
 
 /// Who a live object belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,12 +29,23 @@ pub enum Owner {
 /// The owner of an object with metadata `meta`, seen from `source`.
 pub fn owner(meta: &ObjectMeta, source: &str) -> Owner {
     let label = meta.labels.as_ref().and_then(|l| l.get(media::LABEL_MANAGED_BY));
-    if label.map(String::as_str) != Some(media::MANAGED_BY_VALUE) {
+    let annotation = meta.annotations.as_ref().and_then(|a| a.get(media::ANN_OBJ_SOURCE));
+    decide(label.map(String::as_str), annotation.map(String::as_str), source)
+}
+
+/// [`owner`] of a live object as JSON (as the API server returns it).
+pub fn owner_of(live: &Value, source: &str) -> Owner {
+    let meta = &live["metadata"];
+    decide(meta["labels"][media::LABEL_MANAGED_BY].as_str(), meta["annotations"][media::ANN_OBJ_SOURCE].as_str(), source)
+}
+
+fn decide(label: Option<&str>, annotation: Option<&str>, source: &str) -> Owner {
+    if label != Some(media::MANAGED_BY_VALUE) {
         return Owner::Foreign;
     }
-    match meta.annotations.as_ref().and_then(|a| a.get(media::ANN_OBJ_SOURCE)) {
+    match annotation {
         Some(s) if s == source => Owner::This,
-        Some(other) => Owner::Other(other.clone()),
+        Some(other) => Owner::Other(other.to_string()),
         None => Owner::Unrecorded,
     }
 }

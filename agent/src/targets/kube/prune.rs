@@ -28,7 +28,7 @@ use crate::targets::{Action, ObjectOutcome, PruneReport, PruneRequest};
 pub(super) async fn prune(t: &KubeTarget, req: &PruneRequest) -> PruneReport {
     let mut outcomes = Vec::new();
     for p in DeletePhase::ALL {
-        let futs: Vec<_> = req.delete.iter().filter(|o| delete_phase(o) == p).map(|o| prune_one(t, o, &req.source)).collect();
+        let futs = req.delete.iter().filter(|o| delete_phase(o) == p).map(|o| prune_one(t, o, &req.source));
         let done: Vec<ObjectOutcome> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
         outcomes.extend(done);
     }

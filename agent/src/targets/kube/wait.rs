@@ -165,7 +165,7 @@ pub(super) async fn wait(t: &KubeTarget, req: &ApplyRequest, timeout: Duration) 
     let mut report = HealthReport::healthy();
     let mut pause = Duration::from_millis(100);
     loop {
-        let futs: Vec<_> = pending.iter().map(|(o, _)| check_planned(t, o)).collect();
+        let futs = pending.iter().map(|(o, _)| check_planned(t, o));
         let checks: Vec<Check> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
         let mut still = Vec::new();
         for ((o, _), c) in pending.into_iter().zip(checks) {
