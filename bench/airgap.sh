@@ -17,7 +17,7 @@ trap cleanup EXIT
 export DROVER_KEY_PASSWORD=bench
 
 start_registry; SRC=$REG
-start_registry; DST=$REG
+REG_ACCESSLOG=1 start_registry; DST=$REG; DST_LOG=$REG_LOG
 start_registry; DST2=$REG
 "$DROVER" keygen --out-dir "$WORK/k" >/dev/null
 echo "pushing $N signed bundles to $SRC"
@@ -36,11 +36,13 @@ echo
 read -r es ek <"$WORK/t"
 /usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --trust-key "$WORK/k/drover.pub" --plain-http >"$WORK/imp.json"
 read -r is ik <"$WORK/t"
+ireq=$(count_requests "$DST_LOG" 0); off=$(stat -c %s "$DST_LOG")
 /usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" -o json import "$WORK/all.tar" --to "$DST/mirror" --trust-key "$WORK/k/drover.pub" --plain-http >/dev/null
 read -r i2s i2k <"$WORK/t"
+i2req=$(count_requests "$DST_LOG" "$off")
 echo "export $N bundles:            ${es} s, peak RSS $((ek / 1024)) MiB, archive $(( $(stat -c %s "$WORK/all.tar") / 1024 )) KiB"
-echo "import $N bundles (verified): ${is} s, peak RSS $((ik / 1024)) MiB, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["manifests"]))' "$WORK/imp.json") manifests"
-echo "import again (no-op):         ${i2s} s, peak RSS $((i2k / 1024)) MiB"
+echo "import $N bundles (verified): ${is} s, peak RSS $((ik / 1024)) MiB, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["manifests"]))' "$WORK/imp.json") manifests; $ireq"
+echo "import again (no-op):         ${i2s} s, peak RSS $((i2k / 1024)) MiB; $i2req"
 if [[ ${PEER:-1} != 0 ]]; then   # PEER=0: skip the (slow) skopeo side
   # The peer: skopeo moving the same bundles and signatures (every tag of the N
   # repositories) from the source registry to a fresh one in one `skopeo sync`.
