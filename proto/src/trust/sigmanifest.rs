@@ -35,13 +35,16 @@ pub fn payload(docker_reference: &str, digest: &str) -> Vec<u8> {
 }
 
 /// Parses and checks a payload against the digest it must sign. Returns the docker-reference.
-/// JSON is UTF-8 (RFC 8259): bytes that are not are refused before parsing, because
-/// serde_json skips an unknown field's string without checking it, and drover must not
-/// accept a payload that cosign and other JSON parsers refuse (found by fuzzing).
+/// The whole payload must be JSON, unknown fields included: serde_json skips an unknown
+/// field's string without checking its encoding or escapes, and drover must not accept a
+/// payload that cosign and other JSON parsers refuse (found by fuzzing). So it is read
+/// as UTF-8, parsed whole into a JSON value (every string checked), then into its fields.
 pub fn check_payload(bytes: &[u8], digest: &str) -> Result<String, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("malformed simple-signing payload: not UTF-8 JSON ({e})"))?;
-    let ss: SimpleSigning =
+    let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("malformed simple-signing payload: {e}"))?;
+    let ss: SimpleSigning =
+        serde_json::from_value(value).map_err(|e| format!("malformed simple-signing payload: {e}"))?;
     if ss.critical.type_name != CRITICAL_TYPE_NAME {
         return Err(format!("payload critical.type is {:?}, expected {CRITICAL_TYPE_NAME:?}", ss.critical.type_name));
     }
@@ -148,7 +151,7 @@ mod tests {
     /// unknown field whose string holds bytes that are not UTF-8 was accepted, though it is
     /// not JSON.
     #[test]
-    fn a_payload_that_is_not_utf8_json_is_refused() {
+    fn a_payload_that_is_not_json_is_refused() {
         let good = payload("registry.example.com/fleet/edge", "sha256:abc");
         let mut bad = good[..good.len() - 1].to_vec();
         bad.extend_from_slice(b",\"x\":\"\xff\xff%\"}");
@@ -156,6 +159,20 @@ mod tests {
         let err = check_payload(&bad, "sha256:abc").unwrap_err();
         assert!(err.contains("not UTF-8"), "{err}");
         assert!(check_payload(&good, "sha256:abc").is_ok());
+        // The second find of the same run: a broken escape in an unknown field's string.
+        let mut bad = good[..good.len() - 1].to_vec();
+        bad.extend_from_slice(b",\"x\":\"\\u00\"}");
+        assert!(serde_json::from_slice::<serde_json::Value>(&bad).is_err(), "not JSON");
+        let err = check_payload(&bad, "sha256:abc").unwrap_err();
+        assert!(err.contains("malformed simple-signing payload"), "{err}");
+        // The fuzzer's inputs themselves (kept as seeds of the target).
+        let fuzz_digest = "sha256:7d865e959b2466918c9863afca942d0fb89d7c9ac0c99bafc3749504ded97730";
+        for found in [
+            &include_bytes!("../../../fuzz/seeds/signature_payload/crash-9b2bed85ce5ea726fdb54d7be5754f33ca4dfd40")[..],
+            &include_bytes!("../../../fuzz/seeds/signature_payload/crash-c691e0c512c549b4a09cda96a563c4058fe51398")[..],
+        ] {
+            assert!(check_payload(found, fuzz_digest).is_err());
+        }
     }
 
     #[test]
