@@ -84,6 +84,18 @@ pub enum ArchiveError {
 /// Tars at least this large are hashed on a second thread while they are compressed.
 const PARALLEL_HASH_FROM: usize = 1 << 20;
 
+/// The gzip level of the content layer.
+const LEVEL: u32 = 6;
+
+/// Tars larger than this are compressed in independent [`SEGMENT`]-sized deflate segments
+/// on every core (layer encoding 2, docs/bundle.md); up to it, in one stream exactly as
+/// drover always has, so the digests of bundles up to this size never changed.
+pub const SEGMENTED_FROM: usize = 4 << 20;
+
+/// Uncompressed bytes per deflate segment of a segmented layer. Part of the format: a
+/// different size gives different bytes.
+pub const SEGMENT: usize = 1 << 20;
+
 /// A packed content layer.
 #[derive(Debug, Clone)]
 pub struct Packed {
@@ -94,7 +106,7 @@ pub struct Packed {
 }
 
 /// Packs `files` (path → bytes) into a reproducible tar.gz: entries sorted by path,
-/// mode 0644, mtime/uid/gid 0, no user names, gzip header without name or time, level 6.
+/// mode 0644, mtime/uid/gid 0, no user names, compressed by [`gzip`].
 pub fn pack(files: &BTreeMap<String, Vec<u8>>) -> Packed {
     let mut builder = tar::Builder::new(Vec::new());
     builder.mode(tar::HeaderMode::Deterministic);
@@ -115,15 +127,83 @@ pub fn pack(files: &BTreeMap<String, Vec<u8>>) -> Packed {
     // bytes are the same either way; a large layer's hash no longer adds to the gzip time).
     std::thread::scope(|s| {
         let digest = (tar.len() > PARALLEL_HASH_FROM).then(|| s.spawn(|| sha256_digest(&tar)));
-        let mut enc = GzBuilder::new().mtime(0).write(Vec::with_capacity(tar.len() / 4), Compression::new(6));
-        enc.write_all(&tar).expect("in-memory gzip");
-        let gz = enc.finish().expect("in-memory gzip");
+        let gz = gzip(&tar);
         let tar_digest = match digest {
             Some(h) => h.join().expect("hashing thread"),
             None => sha256_digest(&tar),
         };
         Packed { gz, tar_digest }
     })
+}
+
+/// The deterministic gzip of a layer's tar: one deflate stream (miniz_oxide, level 6,
+/// no name, mtime 0) up to [`SEGMENTED_FROM`] bytes; above it, the same header followed by
+/// independent deflate segments of [`SEGMENT`] bytes each (every segment but the last ends
+/// with a sync flush, so their concatenation is one valid deflate stream that any gzip
+/// reader decodes), compressed on every core. The bytes depend only on the input, never
+/// on the number of threads.
+pub fn gzip(tar: &[u8]) -> Vec<u8> {
+    gzip_on(tar, std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
+/// [`gzip`] on `threads` threads.
+fn gzip_on(tar: &[u8], threads: usize) -> Vec<u8> {
+    if tar.len() <= SEGMENTED_FROM {
+        let mut enc = GzBuilder::new().mtime(0).write(Vec::with_capacity(tar.len() / 4), Compression::new(LEVEL));
+        enc.write_all(tar).expect("in-memory gzip");
+        return enc.finish().expect("in-memory gzip");
+    }
+    let segments: Vec<&[u8]> = tar.chunks(SEGMENT).collect();
+    let last = segments.len() - 1;
+    let threads = threads.clamp(1, segments.len());
+    let mut parts: Vec<Option<(Vec<u8>, crc32fast::Hasher)>> = (0..segments.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|k| {
+                let segments = &segments;
+                s.spawn(move || {
+                    (k..segments.len()).step_by(threads).map(|i| (i, deflate_segment(segments[i], i == last))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for w in workers {
+            for (i, part) in w.join().expect("gzip worker panicked") {
+                parts[i] = Some(part);
+            }
+        }
+    });
+    // The header flate2's GzBuilder writes for level 6 without name or time: no flags,
+    // mtime 0, XFL 0, OS 255 (unknown).
+    let mut gz = Vec::with_capacity(tar.len() / 4);
+    gz.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255]);
+    let mut crc = crc32fast::Hasher::new();
+    for (deflated, segment_crc) in parts.into_iter().map(|p| p.expect("every segment compressed")) {
+        gz.extend_from_slice(&deflated);
+        crc.combine(&segment_crc);
+    }
+    gz.extend_from_slice(&crc.finalize().to_le_bytes());
+    gz.extend_from_slice(&(tar.len() as u32).to_le_bytes());
+    gz
+}
+
+/// One raw deflate segment (level 6) and the CRC-32 of its input; `last` ends the stream,
+/// any other segment ends with a sync flush (byte-aligned, not final).
+fn deflate_segment(input: &[u8], last: bool) -> (Vec<u8>, crc32fast::Hasher) {
+    use flate2::{Compress, FlushCompress, Status};
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(input);
+    let mut c = Compress::new(Compression::new(LEVEL), false);
+    let mut out = Vec::with_capacity(input.len() / 2 + 1024);
+    let flush = if last { FlushCompress::Finish } else { FlushCompress::Sync };
+    loop {
+        let consumed = c.total_in() as usize;
+        let status = c.compress_vec(&input[consumed..], &mut out, flush).expect("in-memory deflate");
+        let done = c.total_in() as usize == input.len() && out.len() < out.capacity();
+        if status == Status::StreamEnd || (!last && done) {
+            return (out, crc);
+        }
+        out.reserve(64 * 1024);
+    }
 }
 
 /// Unpacks a tar.gz in memory, refusing links, devices, absolute paths, `..`,
@@ -344,6 +424,51 @@ mod tests {
         m.insert("manifests/a/x.yaml".to_string(), b"a: 1\n".to_vec());
         m.insert("manifests/_cluster/y.yaml".to_string(), b"b: 2\n".to_vec());
         m
+    }
+
+    /// Incompressible-ish text (a hash chain in hex) of `n` bytes.
+    fn text(n: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(n + 64);
+        let mut h = sha256_digest(b"seed");
+        while out.len() < n {
+            h = sha256_digest(h.as_bytes());
+            out.extend_from_slice(h.as_bytes());
+            out.push(b'\n');
+        }
+        out.truncate(n);
+        out
+    }
+
+    fn gunzip(gz: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        GzDecoder::new(gz).read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn up_to_the_segmented_size_the_layer_is_one_stream_as_before() {
+        let tar = text(SEGMENTED_FROM);
+        let mut enc = GzBuilder::new().mtime(0).write(Vec::new(), Compression::new(6));
+        enc.write_all(&tar).unwrap();
+        assert_eq!(gzip_on(&tar, 2), enc.finish().unwrap());
+    }
+
+    #[test]
+    fn a_segmented_layer_is_one_gzip_member_the_same_on_any_number_of_threads() {
+        for n in [SEGMENTED_FROM + 1, 5 * SEGMENT + 12_345, 9 * SEGMENT] {
+            let tar = text(n);
+            let one = gzip_on(&tar, 1);
+            assert_eq!(one, gzip_on(&tar, 2), "{n} bytes");
+            assert_eq!(one, gzip_on(&tar, 7), "{n} bytes");
+            assert_eq!(gunzip(&one), tar, "{n} bytes");
+            // one member: a multi-member reader and a single-member reader agree
+            let mut single = Vec::new();
+            flate2::read::GzDecoder::new(&one[..]).read_to_end(&mut single).unwrap();
+            let mut multi = Vec::new();
+            flate2::read::MultiGzDecoder::new(&one[..]).read_to_end(&mut multi).unwrap();
+            assert_eq!(single, multi);
+            assert!(one.len() < n, "{n} bytes compressed to {}", one.len());
+        }
     }
 
     #[test]

@@ -171,3 +171,45 @@ fn digests_of_a_fixed_input_are_pinned() {
 /// Built by drover at commit b2de3af (before issue 13's changes) from [`pinned_input`].
 const PINNED_MANIFEST: &str = "sha256:c94af35e6d71e2cee4c92602159f2718b6ef6fe497af9efa3cae4ff4142e4ad0";
 const PINNED_LAYER: &str = "sha256:942b57db65d52f21884d189a41a300208dca8a990b66438e6c0999b7f8fd15d9";
+
+/// FILES plus twenty ~300 KiB ConfigMaps (6 MiB of YAML): above the size where the content
+/// layer is compressed in segments (layer encoding 2, docs/bundle.md).
+fn pinned_large_input(dir: &Path) {
+    use sha2::Digest;
+    make(dir, &[0, 1, 2, 3, 4], SystemTime::UNIX_EPOCH + Duration::from_secs(1));
+    for i in 0..20 {
+        let payload: String = (0..4700).map(|j| hex::encode(sha2::Sha256::digest(format!("L{i}-{j}").as_bytes()))).collect();
+        let text = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: large-{i}, namespace: data}}\ndata:\n  payload: {payload}\n");
+        std::fs::write(dir.join(format!("large-{i}.yaml")), text).unwrap();
+    }
+}
+
+/// A layer over 4 MiB of tar is compressed in 1 MiB segments on every core: its digest is
+/// pinned like the small one's (it must not change from one drover version to the next),
+/// and an independent reader (GNU gzip and tar) unpacks it to every file of the bundle.
+#[test]
+fn digests_of_a_large_input_are_pinned_and_gzip_reads_the_segmented_layer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    pinned_large_input(&input);
+    let layout = tmp.path().join("l");
+    let out = format!("oci:{}:t", layout.display());
+    let v = run_ok("drover", &["-o", "json", "build", input.to_str().unwrap(), "--out", &out, "--sequence", "5", "--cluster-type", "edge"], &[]).json();
+    let blob = |d: &str| layout.join("blobs/sha256").join(&d[7..]);
+    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(blob(v["digest"].as_str().unwrap())).unwrap()).unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap().to_string();
+    let listing = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -dc < '{}' | tar -tf -", blob(&layer).display()))
+        .output()
+        .unwrap();
+    assert!(listing.status.success(), "gzip/tar could not read the layer: {}", String::from_utf8_lossy(&listing.stderr));
+    let names = String::from_utf8(listing.stdout).unwrap();
+    assert_eq!(names.lines().filter(|l| l.ends_with(".yaml")).count(), 25, "{names}");
+    assert_eq!(layer, PINNED_LARGE_LAYER, "the content layer (tar.gz) of the large fixed input changed");
+    assert_eq!(v["digest"], PINNED_LARGE_MANIFEST, "the bundle digest of the large fixed input changed");
+}
+
+/// Built by drover when layer encoding 2 (segmented gzip above 4 MiB of tar) was introduced.
+const PINNED_LARGE_MANIFEST: &str = "sha256:cafcfa6c6bfd3cb60e42341c1bcaf1c3c3ca85e9ade14cba30014b9248c5788a";
+const PINNED_LARGE_LAYER: &str = "sha256:deb7e9832654b92f4091f7b71bc4fb7635ec3f6525d9491e7d2644eb25c02c38";
