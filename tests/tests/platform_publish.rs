@@ -235,6 +235,13 @@ fn unchanged_publish_reads_no_layer_and_writes_nothing_and_changed_ones_keep_the
         assert!(by_digest < signature && signature < history && history < channel, "{ty}: write order {puts:#?}");
         assert!(puts[..by_digest].iter().filter(|l| l.contains("/blobs/uploads/")).count() == 2, "{ty}: config and layer before the manifest: {puts:#?}");
         assert!(last_blob < signature, "{ty}: the signature's blobs before its manifest, nothing after: {puts:#?}");
+        // The repository was empty (its tag list said so): nothing else is read before
+        // writing — no HEAD of the history tag or of a blob, no GET of a signature manifest.
+        let reads: Vec<String> = per_repo(&lines, ty).into_iter().filter(|l| l.starts_with("GET ") || l.starts_with("HEAD ")).collect();
+        assert!(
+            reads.len() == 2 && reads.iter().any(|l| l.contains("/manifests/dev ")) && reads.iter().any(|l| l.contains("/tags/list")),
+            "{ty}: a first publish into an empty repository reads only the channel tag and the tag list: {reads:#?}"
+        );
     }
 
     // Nothing changed: per cluster type the channel manifest, its signature (manifest and

@@ -137,23 +137,36 @@ fn plain_ok(s: &str) -> bool {
     if !(first.is_ascii_alphanumeric() || first == b'_' || first == b'/') {
         return false;
     }
-    if !s.bytes().all(|c| c.is_ascii_alphanumeric() || b" -_./:@+=,%".contains(&c)) {
+    if !b.iter().all(|&c| PLAIN_BYTE[c as usize]) {
         return false;
     }
     if s.ends_with(' ') || s.ends_with(':') || s.contains(": ") || s.contains(" #") {
         return false;
     }
-    let lower = s.to_ascii_lowercase();
-    if matches!(lower.as_str(), "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "null") {
+    if ["true", "false", "yes", "no", "on", "off", "y", "n", "null"].iter().any(|k| s.eq_ignore_ascii_case(k)) {
         return false;
     }
-    if lower.parse::<f64>().is_ok() {
+    // What parses as a float (also `inf`, `NaN`, any case) starts with a digit or is short:
+    // long scalars are not copied or parsed (a ConfigMap's data can be megabytes).
+    if (first.is_ascii_digit() || b.len() <= 16) && s.to_ascii_lowercase().parse::<f64>().is_ok() {
         return false;
     }
     // Numbers in any base, with '_' or sexagesimal ':', and timestamps (YAML 1.1).
     let numberish = first.is_ascii_digit() && s.bytes().all(|c| c.is_ascii_hexdigit() || b"xXoO_.:+- tTzZ".contains(&c));
     !numberish
 }
+
+/// The bytes a plain scalar may hold: ASCII letters, digits and ` -_./:@+=,%`.
+const PLAIN_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric() || matches!(b, b' ' | b'-' | b'_' | b'.' | b'/' | b':' | b'@' | b'+' | b'=' | b',' | b'%');
+        c += 1;
+    }
+    t
+};
 
 /// True when a literal block scalar reproduces `s` exactly.
 fn literal_ok(s: &str) -> bool {

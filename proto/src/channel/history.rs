@@ -115,20 +115,20 @@ pub async fn read(repo: &Repo, lookup: &str, policy: Option<&TrustPolicy>) -> Re
     Ok(Holding::Trusted(Box::new(Head { digest, manifest_bytes, manifest, config_bytes, config, verification })))
 }
 
-/// The highest trusted bundle among the `<env>-<n>` history tags of `repo` whose number is
-/// above `above`: tags are tried highest first, untrusted ones skipped (at most
-/// [`MAX_HISTORY_PROBES`] tries). Returns the head and the tags that were stepped over.
+/// The highest trusted bundle among the `<env>-<n>` history tags (of `tags`, the tags of
+/// `repo`) whose number is above `above`: tags are tried highest first, untrusted ones
+/// skipped (at most [`MAX_HISTORY_PROBES`] tries). Returns the head and the tags that were
+/// stepped over.
 pub async fn highest_trusted(
     repo: &Repo,
+    tags: &[String],
     env: &str,
     above: u64,
     policy: Option<&TrustPolicy>,
 ) -> Result<(Option<Head>, Vec<String>), ChannelError> {
-    let mut numbered: Vec<(u64, String)> = repo
-        .tags()
-        .await?
-        .into_iter()
-        .filter_map(|t| parse_history_tag(&t, env).map(|n| (n, t)))
+    let mut numbered: Vec<(u64, String)> = tags
+        .iter()
+        .filter_map(|t| parse_history_tag(t, env).map(|n| (n, t.clone())))
         .filter(|(n, _)| *n > above && *n <= MAX_SEQUENCE)
         .collect();
     numbered.sort_by(|a, b| b.cmp(a));
@@ -144,14 +144,27 @@ pub async fn highest_trusted(
     Ok((None, skipped))
 }
 
+/// The verified floor of a channel and what the repository held when it was read.
+#[derive(Debug, Clone)]
+pub struct Floor {
+    /// The higher of what the channel tag holds (when it verifies) and the highest
+    /// verified history tag; `None` when neither exists.
+    pub position: Option<Position>,
+    /// True when the repository held no tag at all (no channel, history or signature):
+    /// a writer has nothing to read or merge there.
+    pub repository_empty: bool,
+}
+
 /// The verified floor of a channel: the higher of what the channel tag holds (when it
-/// verifies) and the highest verified history tag of `env`.
-pub async fn floor(repo: &Repo, channel: &Holding, env: &str, policy: Option<&TrustPolicy>) -> Result<Option<Position>, ChannelError> {
+/// verifies) and the highest verified history tag of `env` (one tag list, then reads of
+/// the candidate history tags).
+pub async fn floor(repo: &Repo, channel: &Holding, env: &str, policy: Option<&TrustPolicy>) -> Result<Floor, ChannelError> {
     let current = channel.trusted().map(Head::position);
     let above = current.as_ref().map(|p| p.sequence).unwrap_or(0);
-    let (history, skipped) = highest_trusted(repo, env, above, policy).await?;
+    let tags = repo.tags().await?;
+    let (history, skipped) = highest_trusted(repo, &tags, env, above, policy).await?;
     for s in skipped {
         tracing::warn!("ignoring history tag {s}");
     }
-    Ok(super::admits::higher_floor(current, history.map(|h| h.position())))
+    Ok(Floor { position: super::admits::higher_floor(current, history.map(|h| h.position())), repository_empty: tags.is_empty() })
 }

@@ -76,6 +76,9 @@ pub struct Checked {
     signatures: BTreeMap<String, Vec<(Descriptor, Vec<u8>)>>,
     /// Indexes of the items whose tag is a history tag (written before channel tags).
     history: BTreeSet<usize>,
+    /// The destination held no tag at all when it was checked: blobs are uploaded without
+    /// asking first and signature manifests are written new.
+    fresh: bool,
 }
 
 impl Checked {
@@ -128,6 +131,8 @@ pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&Tru
             verified.insert(item.digest.clone());
         }
     }
+    // One tag list instead of a HEAD per tag: a tag it does not name is free to write.
+    let existing: BTreeSet<String> = dst.tags().await?.into_iter().collect();
     let mut history = BTreeSet::new();
     for (i, item) in items.iter().enumerate() {
         let action = match &item.signs {
@@ -139,7 +144,11 @@ pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&Tru
                 if is_history {
                     history.insert(i);
                 }
-                tag_action(dst, item, &config, is_history, policy, allow_downgrade).await?
+                if existing.contains(&item.tag) {
+                    tag_action(dst, item, &config, is_history, policy, allow_downgrade).await?
+                } else {
+                    Action::Pushed
+                }
             }
         };
         decisions.push(Decision {
@@ -150,7 +159,7 @@ pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&Tru
             dropped_layers: dropped.remove(&item.tag).unwrap_or_default(),
         });
     }
-    Ok(Checked { items, decisions, signatures, history })
+    Ok(Checked { items, decisions, signatures, history, fresh: existing.is_empty() })
 }
 
 /// The bundle config of an archive item.
@@ -214,7 +223,7 @@ pub async fn write(src: &Repo, dst: &Repo, checked: &mut Checked, big_blob: &tok
             if !seen.insert(d.digest.clone()) {
                 continue;
             }
-            if dst.has_blob(&d.digest).await? {
+            if !checked.fresh && dst.has_blob(&d.digest).await? {
                 up.present += 1;
                 continue;
             }
@@ -233,7 +242,7 @@ pub async fn write(src: &Repo, dst: &Repo, checked: &mut Checked, big_blob: &tok
     for (item, decision) in checked.items.iter().zip(checked.decisions.iter_mut()) {
         let Some(signed) = &item.signs else { continue };
         let Some(layers) = checked.signatures.remove(signed).filter(|l| !l.is_empty()) else { continue };
-        let existing = trust::existing_signatures(dst, signed).await?;
+        let existing = if checked.fresh { trust::ExistingSignatures::default() } else { trust::existing_signatures(dst, signed).await? };
         let existed = existing.digest.is_some();
         let (_, added, _) = trust::append_to(dst, signed, existing, layers).await?;
         decision.action = match (added, existed) {

@@ -118,23 +118,27 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
     let env = req.meta.environment.clone();
     let channel_name = repo.describe(req.channel);
     let current = holding.trusted().map(|h| h.position());
-    let sequence = match req.sequence {
-        Sequence::Exact(s) => check_sequence(s, "--sequence")?,
+    // `fresh`: the repository has no tag at all (seen in the history listing), so the
+    // writes need not ask what is there first.
+    let (sequence, fresh) = match req.sequence {
+        Sequence::Exact(s) => (check_sequence(s, "--sequence")?, false),
+        Sequence::Next { at_least } if env.is_empty() => (next_sequence(current.as_ref().map(|p| p.sequence), at_least)?, false),
         Sequence::Next { at_least } => {
-            let floor = if env.is_empty() { current.clone() } else { history::floor(repo, &holding, &env, req.policy).await? };
-            next_sequence(floor.map(|p| p.sequence), at_least)?
+            let floor = history::floor(repo, &holding, &env, req.policy).await?;
+            let fresh = floor.repository_empty && matches!(holding, Holding::Empty);
+            (next_sequence(floor.position.map(|p| p.sequence), at_least)?, fresh)
         }
     };
     let mut meta = req.meta;
     meta.sequence = sequence;
     let bundle = assemble_packed(req.objects, &meta, &packed);
     let history = if env.is_empty() { None } else { Some(history_tag(&env, sequence)?) };
-    if let Some(h) = &history {
+    if let (Some(h), false) = (&history, fresh) {
         write::check_history_free(repo, h, &bundle.digest).await?;
     }
     never_lower(&channel_name, current.as_ref(), &Position { digest: bundle.digest.clone(), sequence })?;
     let channels: Vec<&str> = if history.as_deref() == Some(req.channel) { vec![] } else { vec![req.channel] };
-    let signature = write::write_bundle_checked(repo, &bundle, req.key, history.as_deref(), &channels).await?;
+    let signature = write::write_bundle_checked(repo, &bundle, req.key, history.as_deref(), &channels, fresh).await?;
     Ok(Published {
         digest: bundle.digest.clone(),
         sequence,

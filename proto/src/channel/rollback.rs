@@ -86,7 +86,7 @@ pub async fn rollback(
     }
     let env = if old.config.environment.is_empty() { channel.to_string() } else { old.config.environment.clone() };
     let floor = history::floor(repo, &holding, &env, Some(policy)).await?;
-    let sequence = next_sequence(floor.iter().map(|p| p.sequence).chain([old.config.sequence]), 0)?;
+    let sequence = next_sequence(floor.position.iter().map(|p| p.sequence).chain([old.config.sequence]), 0)?;
 
     let limits = FetchLimits::default();
     let layer_desc = old.manifest.bundle_layer().map_err(ChannelError::Refused)?.clone();

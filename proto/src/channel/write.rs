@@ -44,11 +44,14 @@ pub async fn write_signed(
     if let Some(h) = history {
         check_history_free(repo, h, &sha256_digest(manifest)).await?;
     }
-    write_checked(repo, manifest, blobs, key, history, channels).await
+    write_checked(repo, manifest, blobs, key, history, channels, false).await
 }
 
 /// [`write_signed`] once the caller has run [`check_history_free`] for `history` (publish
-/// checks it before the never-lower rule, so its refusal names the history tag).
+/// checks it before the never-lower rule, so its refusal names the history tag). `fresh`:
+/// the caller saw no tag at all in the repository, so nothing is asked before writing —
+/// blobs are uploaded without a `HEAD` (uploading a blob again is harmless) and the
+/// signature manifest is written new without reading it first.
 async fn write_checked(
     repo: &Repo,
     manifest: &[u8],
@@ -56,14 +59,20 @@ async fn write_checked(
     key: Option<&PrivateKey>,
     history: Option<&str>,
     channels: &[&str],
+    fresh: bool,
 ) -> Result<Option<SignatureInfo>, ChannelError> {
     let digest = sha256_digest(manifest);
     for blob in blobs {
-        repo.put_blob(&sha256_digest(&blob), blob).await?;
+        let d = sha256_digest(&blob);
+        if fresh {
+            repo.put_new_blob(&d, blob).await?;
+        } else {
+            repo.put_blob(&d, blob).await?;
+        }
     }
     repo.put_manifest(manifest.to_vec(), media::OCI_MANIFEST, None).await?;
     let signature = match key {
-        Some(k) => Some(sign_stored(repo, &digest, k).await?),
+        Some(k) => Some(sign_stored(repo, &digest, k, fresh).await?),
         None => None,
     };
     let tags: Vec<&str> = history.into_iter().chain(channels.iter().copied()).collect();
@@ -82,13 +91,15 @@ pub async fn write_bundle(
     write_signed(repo, &bundle.manifest, vec![bundle.config.clone(), bundle.layer.clone()], key, history, channels).await
 }
 
-/// [`write_bundle`] once the caller has run [`check_history_free`] for `history`.
+/// [`write_bundle`] once the caller has run [`check_history_free`] for `history` (or seen
+/// the repository without any tag: `fresh`, see [`write_checked`]).
 pub(super) async fn write_bundle_checked(
     repo: &Repo,
     bundle: &Bundle,
     key: Option<&PrivateKey>,
     history: Option<&str>,
     channels: &[&str],
+    fresh: bool,
 ) -> Result<Option<SignatureInfo>, ChannelError> {
-    write_checked(repo, &bundle.manifest, vec![bundle.config.clone(), bundle.layer.clone()], key, history, channels).await
+    write_checked(repo, &bundle.manifest, vec![bundle.config.clone(), bundle.layer.clone()], key, history, channels, fresh).await
 }

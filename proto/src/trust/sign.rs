@@ -11,7 +11,7 @@ use crate::digest::{is_valid_digest, signature_tag};
 use crate::error::StoreError;
 use crate::keys::PrivateKey;
 use crate::repo::Repo;
-use crate::trust::{append_to, existing_signatures, sigmanifest};
+use crate::trust::{append_to, existing_signatures, sigmanifest, ExistingSignatures};
 
 /// What a signing run did.
 #[derive(Debug, Clone, Serialize)]
@@ -52,12 +52,14 @@ pub async fn sign(repo: &Repo, digest: &str, key: &PrivateKey) -> Result<Signatu
     if repo.resolve(digest).await?.is_none() {
         return Err(StoreError::NotFound(format!("{} (nothing signed)", repo.describe(digest))));
     }
-    sign_stored(repo, digest, key).await
+    sign_stored(repo, digest, key, false).await
 }
 
 /// [`sign`] for a manifest this process has just stored (the channel write order): no
-/// existence check; the `.sig` manifest is read once (one GET) and appended to.
-pub async fn sign_stored(repo: &Repo, digest: &str, key: &PrivateKey) -> Result<SignatureInfo, StoreError> {
+/// existence check; the `.sig` manifest is read once (one GET) and appended to — or, when
+/// `fresh` (the repository held no tag when the caller read it, so no `.sig` manifest
+/// either), written new without the GET.
+pub async fn sign_stored(repo: &Repo, digest: &str, key: &PrivateKey, fresh: bool) -> Result<SignatureInfo, StoreError> {
     if !is_valid_digest(digest) {
         return Err(StoreError::Malformed(format!("{digest:?} is not a sha256 manifest digest")));
     }
@@ -73,7 +75,7 @@ pub async fn sign_stored(repo: &Repo, digest: &str, key: &PrivateKey) -> Result<
         added,
         layers,
     };
-    let existing = existing_signatures(repo, digest).await?;
+    let existing = if fresh { ExistingSignatures::default() } else { existing_signatures(repo, digest).await? };
     // Idempotent: a layer with this exact payload whose signature verifies with our key.
     let payload_digest = sigmanifest::payload_digest(&payload);
     let mine = existing.layers.iter().any(|l| {
