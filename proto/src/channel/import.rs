@@ -4,7 +4,8 @@
 //! with a policy, signed by a trusted key are kept), verifies every bundle against the
 //! policy, and checks every destination tag (history tags are immutable; a channel tag
 //! never moves to a lower sequence unless `allow_downgrade`); [`write`] then writes in the
-//! channel order: blobs, manifests by digest, signature layers, history tags, channel tags.
+//! channel order: blobs, signature layers, history tags, channel tags (the first tag
+//! written stores the manifest; see [`super::write`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -233,12 +234,8 @@ pub async fn write(src: &Repo, dst: &Repo, checked: &mut Checked, big_blob: &tok
             up.uploaded += 1;
         }
     }
-    let mut stored = BTreeSet::new();
-    for (item, decision) in checked.items.iter().zip(&checked.decisions) {
-        if item.signs.is_none() && decision.action != Action::Unchanged && stored.insert(&item.digest) {
-            dst.put_manifest(item.bytes.clone(), &item.media_type, None).await?;
-        }
-    }
+    // Every bundle written here is tagged below (Pushed and Downgraded move a tag): the tag
+    // stores the manifest, after its signature.
     for (item, decision) in checked.items.iter().zip(checked.decisions.iter_mut()) {
         let Some(signed) = &item.signs else { continue };
         let Some(layers) = checked.signatures.remove(signed).filter(|l| !l.is_empty()) else { continue };
@@ -262,7 +259,7 @@ pub async fn write(src: &Repo, dst: &Repo, checked: &mut Checked, big_blob: &tok
         .collect();
     moves.sort_by_key(|(channel, _)| *channel);
     for (_, item) in moves {
-        order::tag(dst, &item.bytes, &[&item.tag]).await?;
+        order::tag_as(dst, &item.bytes, &item.media_type, &[&item.tag]).await?;
     }
     Ok(up)
 }

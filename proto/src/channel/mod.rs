@@ -9,8 +9,8 @@
 //! - **never lower**: a channel never moves to a lower sequence, nor to another bundle with
 //!   the same sequence ([`never_lower`]); the agent's admission uses the same rule
 //!   ([`admits`]);
-//! - **write order**: blobs, manifest by digest, signature, history tag, channel tag, so
-//!   no tag ever names an unsigned bundle ([`write`]).
+//! - **write order**: blobs, signature, history tag, channel tag (the first tag written
+//!   stores the manifest), so no tag ever names an unsigned bundle ([`write`]).
 //!
 //! One file per verb, as fluxcd/pkg `ssa` has one file per verb: [`publish`] (what
 //! `drover push` and `drover publish` write), [`promote`], [`rollback`], [`import`], and

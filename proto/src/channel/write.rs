@@ -1,7 +1,9 @@
-//! The write order every command uses: blobs, manifest by digest, signature, history tag,
-//! channel tag(s). A tag is only ever written after the signature, so no tag names an
-//! unsigned bundle when a key is given, and an interrupted write leaves at most an
-//! untagged manifest behind.
+//! The write order every command uses: blobs, signature, history tag, channel tag(s). The
+//! manifest itself is stored by the first tag written (a `PUT` by digest before it would
+//! store the same bytes twice; it is written by digest only when no tag follows). A tag
+//! is only ever written after the signature, so no tag names an unsigned bundle when a
+//! key is given, and an interrupted write leaves at most blobs and a signature for a
+//! manifest no tag names.
 
 use crate::bundle::Bundle;
 use crate::digest::sha256_digest;
@@ -22,16 +24,22 @@ pub async fn check_history_free(repo: &Repo, tag: &str, digest: &str) -> Result<
     }
 }
 
-/// Points `tags` (in order) at the manifest `bytes` already stored by digest.
+/// Points `tags` (in order) at the manifest `bytes` (an OCI image manifest), storing it
+/// with the first.
 pub async fn tag(repo: &Repo, bytes: &[u8], tags: &[&str]) -> Result<(), ChannelError> {
+    tag_as(repo, bytes, media::OCI_MANIFEST, tags).await
+}
+
+/// [`tag`] for a manifest of `media_type` (an imported Docker manifest keeps its type).
+pub async fn tag_as(repo: &Repo, bytes: &[u8], media_type: &str, tags: &[&str]) -> Result<(), ChannelError> {
     for t in tags {
-        repo.put_manifest(bytes.to_vec(), media::OCI_MANIFEST, Some(t)).await?;
+        repo.put_manifest(bytes.to_vec(), media_type, Some(t)).await?;
     }
     Ok(())
 }
 
-/// Writes an artifact this process assembled: `blobs`, the manifest by digest, the
-/// signature (with `key`), the history tag (immutable: checked before anything is
+/// Writes an artifact this process assembled: `blobs`, the signature (with `key`), the
+/// history tag (immutable: checked before anything is
 /// written), then the channel tags. Returns the signature made, if any.
 pub async fn write_signed(
     repo: &Repo,
@@ -70,12 +78,14 @@ async fn write_checked(
             repo.put_blob(&d, blob).await?;
         }
     }
-    repo.put_manifest(manifest.to_vec(), media::OCI_MANIFEST, None).await?;
+    let tags: Vec<&str> = history.into_iter().chain(channels.iter().copied()).collect();
+    if tags.is_empty() {
+        repo.put_manifest(manifest.to_vec(), media::OCI_MANIFEST, None).await?;
+    }
     let signature = match key {
         Some(k) => Some(sign_stored(repo, &digest, k, fresh).await?),
         None => None,
     };
-    let tags: Vec<&str> = history.into_iter().chain(channels.iter().copied()).collect();
     tag(repo, manifest, &tags).await?;
     Ok(signature)
 }
