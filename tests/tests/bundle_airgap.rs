@@ -137,6 +137,28 @@ fn export_import_keeps_digests_tags_and_signatures() {
     let j = again.json();
     assert_eq!(j["blobsUploaded"], 0, "{j}");
     assert!(j["manifests"].as_array().unwrap().iter().all(|m| m["action"] == "unchanged"), "{j}");
+
+    // Into an empty registry, through a recording proxy: per repository one tag list is
+    // all that is read before writing (no HEAD of tags or blobs, no GET of a `.sig`
+    // manifest that cannot exist), the manifest is stored by its tags after the
+    // signature (no PUT by digest), and the result verifies like the import above.
+    let third = Registry::start();
+    let proxy = drover_tests::proxy::RecordingProxy::start(&third.addr);
+    let i = s.import(&a, &format!("{}/mirror", proxy.addr), true);
+    assert_eq!(i.code, 0, "{}", i.stderr);
+    let lines = proxy.lines();
+    for repo in ["edge", "core"] {
+        let seen: Vec<&String> = lines.iter().filter(|l| l.contains(&format!("/v2/mirror/{repo}/"))).collect();
+        let reads: Vec<&&String> = seen.iter().filter(|l| l.starts_with("GET ") || l.starts_with("HEAD ")).collect();
+        assert!(reads.len() == 1 && reads[0].contains("/tags/list"), "{repo}: only the tag list is read: {seen:#?}");
+        assert!(!seen.iter().any(|l| l.starts_with("PUT ") && l.contains("/manifests/sha256:")), "{repo}: no manifest PUT by digest: {seen:#?}");
+        let sig = seen.iter().position(|l| l.starts_with("PUT ") && l.contains(".sig ")).unwrap_or_else(|| panic!("{repo}: no signature: {seen:#?}"));
+        let first_tag = seen.iter().position(|l| l.starts_with("PUT ") && l.contains("/manifests/dev")).unwrap();
+        assert!(sig < first_tag, "{repo}: the signature before any tag: {seen:#?}");
+    }
+    for tag in ["edge:dev", "edge:dev-9", "core:dev"] {
+        run_ok("drover", &["verify", &third.reference(&format!("mirror/{tag}")), "--trust-key", &s.p("k/drover.pub"), "--plain-http"], &[]);
+    }
 }
 
 #[test]
