@@ -17,7 +17,7 @@ use crate::hold::{Gate, Held, Hold, HoldOrigin};
 use crate::metrics::Metrics;
 use crate::plan::Policy;
 use crate::backlog::Backlog;
-use crate::record::{Attempt, AttemptResult, AttemptSummary, RecordError, SourceState, Store};
+use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
 use crate::resolve::Source;
 use crate::status::Status;
 use crate::targets::{Action, ApplyReport, ApplyRequest, Health, ObjectOutcome, Target};
@@ -26,6 +26,10 @@ use crate::stage::StageError;
 use crate::admit::Admission;
 use crate::verify::{Expectations, Trust};
 use crate::{apply, drift, fetch, plan, prune, recall, resolve, unpack, wait};
+
+mod finish;
+
+use finish::{unless_repeat, Extra};
 
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,113 +469,6 @@ impl Pipeline {
         }
         out
     }
-
-    fn finish_ok(&mut self, state: &SourceState, at: Attempted, objects: Vec<ObjectOutcome>, extra: Extra) -> CycleOutcome {
-        let summary = AttemptSummary {
-            digest: Some(at.digest.clone()),
-            sequence: at.sequence,
-            result: AttemptResult::Applied,
-            reason: extra.reason,
-            at: now_rfc3339(),
-        };
-        let attempt = Attempt {
-            id: 0,
-            source: state.source.clone(),
-            summary: summary.clone(),
-            stage: at.stage.into(),
-            resync: at.resync,
-            drift: extra.drift,
-            pruned: extra.pruned,
-            prune_refused: extra.prune_refused,
-            health: extra.health,
-            objects,
-            unhealthy: extra.unhealthy,
-        };
-        self.rejected = None;
-        self.save(state, summary, Some(attempt), AttemptResult::Applied, false)
-    }
-
-    /// Records a refused or failed attempt (state otherwise unchanged).
-    fn finish(&mut self, state: &SourceState, at: Attempted, err: Result<(), StageError>, objects: Vec<ObjectOutcome>) -> CycleOutcome {
-        let Err(e) = err else { unreachable!("finish is for errors") };
-        let (result, unreachable) = match &e {
-            StageError::Rejected { reason, message } => {
-                tracing::error!(reason, "bundle refused: {message}");
-                self.shared.metrics.verification_failure(reason);
-                self.rejected = Some((at.digest.clone(), reason));
-                (AttemptResult::Rejected, false)
-            }
-            StageError::Unreachable(m) => {
-                tracing::warn!("{m}");
-                (AttemptResult::Failed, true)
-            }
-            StageError::Failed(m) => {
-                tracing::error!("{m}");
-                (AttemptResult::Failed, false)
-            }
-        };
-        let summary = AttemptSummary {
-            digest: (!at.digest.is_empty()).then(|| at.digest.clone()),
-            sequence: at.sequence,
-            result,
-            reason: e.message().to_string(),
-            at: now_rfc3339(),
-        };
-        // Repeats of the same outcome (a registry outage, a refused tag) are not appended.
-        let attempt = unless_repeat(state, &summary, at.stage, at.resync).map(|a| Attempt { objects, ..a });
-        self.save(state, summary, attempt, result, unreachable)
-    }
-
-    /// Writes what the state database could not take yet (at shutdown); false when it
-    /// still cannot.
-    pub fn write_unsaved(&mut self) -> bool {
-        let name = self.source.name.clone();
-        let _ = self.state(&name);
-        self.unsaved.is_none()
-    }
-
-    /// The source's state: what the state database could not take yet (written now, if
-    /// it can), else the database's.
-    fn state(&mut self, name: &str) -> Result<SourceState, RecordError> {
-        let Some(b) = self.unsaved.take() else { return self.store().source(name) };
-        let state = b.state().clone();
-        match b.write(self.store()) {
-            Ok(()) => self.shared.metrics.state_unwritable(false),
-            Err(_) => self.unsaved = Some(b),
-        }
-        Ok(state)
-    }
-
-    /// Records `summary` as the last attempt (and `attempt` in the history) and publishes
-    /// it. When the state database cannot take it, the attempt is `Failed` (stage
-    /// `record`) and everything is kept in memory until it can ([`Pipeline::state`]).
-    fn save(&mut self, state: &SourceState, summary: AttemptSummary, attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
-        let mut state = state.clone();
-        state.last_attempt = Some(summary);
-        let mut b = self.unsaved.take().unwrap_or_default();
-        b.push(state, attempt.clone());
-        let written = b.write(self.store());
-        self.shared.metrics.state_unwritable(written.is_err());
-        let (result, state) = match written {
-            Ok(()) => (result, b.state().clone()),
-            Err(e) => {
-                b.not_written(&e, self.store().path());
-                let state = b.state().clone();
-                self.unsaved = Some(b);
-                (AttemptResult::Failed, state)
-            }
-        };
-        crate::report::observe(&self.shared.observed, &state, attempt.as_ref());
-        self.shared.metrics.poll(&result.to_string());
-        self.publish(&state, |st| {
-            if unreachable {
-                st.consecutive_failures += 1;
-            } else {
-                st.consecutive_failures = 0;
-            }
-        });
-        CycleOutcome { result, unreachable }
-    }
 }
 
 /// What the prune stage did.
@@ -592,14 +489,6 @@ struct Pruned {
 type Key = (String, String, Option<String>, String);
 
 /// `req` without the objects in `drop`.
-/// The history entry for `summary` (no objects, pruning or health), or None when it
-/// repeats the last recorded outcome (same result, digest and reason): a registry outage,
-/// a refused tag, a hold or an unchanged drift is recorded once, not on every poll.
-fn unless_repeat(state: &SourceState, summary: &AttemptSummary, stage: &str, resync: bool) -> Option<Attempt> {
-    let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
-    (!repeat).then(|| Attempt::plain(&state.source, summary.clone(), stage, resync))
-}
-
 fn without(req: &ApplyRequest, drop: &BTreeSet<Key>) -> ApplyRequest {
     let mut r = req.clone();
     for g in &mut r.groups {
@@ -607,15 +496,6 @@ fn without(req: &ApplyRequest, drop: &BTreeSet<Key>) -> ApplyRequest {
     }
     r.groups.retain(|g| !g.objects.is_empty());
     r
-}
-
-struct Extra {
-    drift: usize,
-    pruned: usize,
-    prune_refused: bool,
-    health: Option<Health>,
-    unhealthy: Vec<crate::targets::ObjectHealth>,
-    reason: String,
 }
 
 fn push_unique(inv: &mut Vec<ObjectRef>, id: &ObjectRef) {
