@@ -5,19 +5,9 @@ use drover_proto::time::now_rfc3339;
 
 use crate::record::{Attempt, AttemptResult, AttemptSummary, RecordError, SourceState};
 use crate::stage::StageError;
-use crate::targets::{Health, ObjectOutcome};
+use crate::targets::ObjectOutcome;
 
-use super::{Attempted, CycleOutcome, Pipeline};
-
-/// What a successful attempt adds to its record besides the object outcomes.
-pub(super) struct Extra {
-    pub drift: usize,
-    pub pruned: usize,
-    pub prune_refused: bool,
-    pub health: Option<Health>,
-    pub unhealthy: Vec<crate::targets::ObjectHealth>,
-    pub reason: String,
-}
+use super::{unless_repeat, Attempted, CycleOutcome, Extra, Pipeline};
 
 impl Pipeline {
     pub(super) fn finish_ok(&mut self, state: &SourceState, at: Attempted, objects: Vec<ObjectOutcome>, extra: Extra) -> CycleOutcome {
@@ -126,12 +116,4 @@ impl Pipeline {
         });
         CycleOutcome { result, unreachable }
     }
-}
-
-/// The history entry for `summary` (no objects, pruning or health), or None when it
-/// repeats the last recorded outcome (same result, digest and reason): a registry outage,
-/// a refused tag, a hold or an unchanged drift is recorded once, not on every poll.
-pub(super) fn unless_repeat(state: &SourceState, summary: &AttemptSummary, stage: &str, resync: bool) -> Option<Attempt> {
-    let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
-    (!repeat).then(|| Attempt::plain(&state.source, summary.clone(), stage, resync))
 }

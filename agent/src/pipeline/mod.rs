@@ -29,8 +29,6 @@ use crate::{apply, drift, fetch, plan, prune, recall, resolve, unpack, wait};
 
 mod finish;
 
-use finish::{unless_repeat, Extra};
-
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CycleOutcome {
@@ -512,4 +510,22 @@ fn count_outcomes(m: &Metrics, outcomes: &[ObjectOutcome]) {
     for (k, n) in counts {
         m.object(&k, n);
     }
+}
+
+/// What a successful attempt adds to its record besides the object outcomes.
+struct Extra {
+    drift: usize,
+    pruned: usize,
+    prune_refused: bool,
+    health: Option<Health>,
+    unhealthy: Vec<crate::targets::ObjectHealth>,
+    reason: String,
+}
+
+/// The history entry for `summary` (no objects, pruning or health), or None when it
+/// repeats the last recorded outcome (same result, digest and reason): a registry outage,
+/// a refused tag, a hold or an unchanged drift is recorded once, not on every poll.
+fn unless_repeat(state: &SourceState, summary: &AttemptSummary, stage: &str, resync: bool) -> Option<Attempt> {
+    let repeat = state.last_attempt.as_ref().is_some_and(|l| l.result == summary.result && l.digest == summary.digest && l.reason == summary.reason);
+    (!repeat).then(|| Attempt::plain(&state.source, summary.clone(), stage, resync))
 }
