@@ -161,9 +161,19 @@ pub enum TrustError {
     Store(#[from] StoreError),
 }
 
+/// The `docker-reference` cosign writes for a repository: `HOST/REPO` for registries,
+/// the repository name for layouts (informational only; verification ignores it).
+pub fn docker_reference(repo: &Repo) -> String {
+    match repo {
+        Repo::Registry { repo, .. } => repo.repository_url(),
+        Repo::Layout { .. } => repo.repository_name(),
+    }
+}
+
 /// Verifies that at least `policy.threshold` distinct trusted keys signed exactly `digest`
 /// in `repo`. Reads the signature manifest (one manifest GET) and each layer's payload
-/// (one blob GET per layer, digest checked). Never returns Ok unless satisfied.
+/// (one blob GET per layer, digest checked; none for a layer whose digest is that of the
+/// payload drover writes for this repository and digest). Never returns Ok unless satisfied.
 pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<Verification, TrustError> {
     if !is_valid_digest(digest) {
         return Err(TrustError::Policy(format!("{digest:?} is not a sha256 manifest digest")));
@@ -188,6 +198,12 @@ pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<V
     if manifest.layers.is_empty() {
         return Err(TrustError::Unsigned { digest: digest.into(), reference });
     }
+    // The payload drover itself writes for this repository and digest: a layer named by
+    // its digest holds exactly these bytes (equal sha256, equal bytes), so it is not
+    // downloaded. Any other payload (another signer's formatting, a copy signed under
+    // another repository's name) is fetched and checked against its digest.
+    let ours = sigmanifest::payload(&docker_reference(repo), digest);
+    let ours_digest = sigmanifest::payload_digest(&ours);
     // Integrity first: every layer must be a simple-signing layer whose bytes match its descriptor.
     let mut payloads = Vec::with_capacity(manifest.layers.len());
     for (i, layer) in manifest.layers.iter().enumerate() {
@@ -201,7 +217,8 @@ pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<V
         if layer.size > sigmanifest::MAX_PAYLOAD {
             return Err(tampered(format!("layer {i} payload is {} bytes, over {}", layer.size, sigmanifest::MAX_PAYLOAD)));
         }
-        let data = match repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await {
+        let fetched = if layer.digest == ours_digest { Ok(ours.clone()) } else { repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await };
+        let data = match fetched {
             Ok(d) => d,
             // Bytes that do not hash to the digest naming them were damaged on the way
             // (the digest is fixed): a store error, retried, not a tampered signature.

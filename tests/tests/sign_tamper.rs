@@ -103,8 +103,11 @@ fn tampered_signatures_are_refused_with_a_reason() {
     assert_eq!(out.json()["matched"][0]["dockerReference"], "elsewhere.example/fleet/edge");
 }
 
+/// Verification reads the `.sig` manifest once; a payload drover itself writes for this
+/// repository and digest is not downloaded (its layer's digest names exactly those bytes);
+/// any other payload is fetched once per layer.
 #[test]
-fn verify_reads_one_manifest_and_one_blob_per_layer() {
+fn verify_reads_one_manifest_and_one_blob_per_foreign_layer() {
     let reg = Registry::start();
     let proxy = CountingProxy::start(&reg.addr);
     let tmp = tempfile::tempdir().unwrap();
@@ -123,6 +126,19 @@ fn verify_reads_one_manifest_and_one_blob_per_layer() {
     let manifests = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/manifests/")).count();
     let blobs = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/blobs/")).count();
     assert_eq!(manifests, 1, "one .sig manifest GET: {seen:?}");
-    assert_eq!(blobs, 3, "one blob GET per signature layer (3 layers): {seen:?}");
+    assert_eq!(blobs, 0, "drover's own payload (3 layers) is not downloaded: {seen:?}");
     assert!(seen.iter().all(|l| l.starts_with("GET ") || l.starts_with("HEAD ")), "{seen:?}");
+
+    // Signatures made under another repository's name (a copy, another tool): each
+    // layer's payload is fetched and checked; the threshold still counts distinct keys.
+    let foreign = sigmanifest::payload("elsewhere.example/fleet/edge", &d);
+    let ka = PrivateKey::from_file(&a, PW).unwrap();
+    let kb = PrivateKey::from_file(&b, PW).unwrap();
+    write_sig(&reg, "fleet/edge", &d, vec![layer(&ka, &foreign), layer(&kb, &foreign)]);
+    proxy.take();
+    let out = verify(&r, &[&a_pub, &b_pub], 2);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let seen: Vec<String> = proxy.take().into_iter().filter(|l| l != "GET /v2/").collect();
+    let blobs = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/blobs/")).count();
+    assert_eq!(blobs, 2, "one blob GET per signature layer of another form (2 layers): {seen:?}");
 }

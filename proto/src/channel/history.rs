@@ -82,27 +82,62 @@ impl Holding {
 /// (when given), then the config. Network and storage failures are errors; an unsigned or
 /// foreign manifest is a [`Holding`], for the caller to refuse or step over.
 pub async fn read(repo: &Repo, lookup: &str, policy: Option<&TrustPolicy>) -> Result<Holding, ChannelError> {
+    complete(repo, judge(repo, lookup, policy).await?).await
+}
+
+/// A tag read as far as its manifest and signatures ([`judge`]), before its config.
+#[derive(Debug)]
+pub enum Judged {
+    /// Already decided: empty, untrusted or foreign.
+    Decided(Holding),
+    /// A bundle manifest whose signatures satisfied the policy (or, without a policy,
+    /// a readable bundle manifest); its config is read by [`complete`].
+    Manifest {
+        /// Manifest digest.
+        digest: String,
+        /// Manifest bytes.
+        manifest_bytes: Vec<u8>,
+        /// Parsed manifest (bundle shape checked).
+        manifest: Box<Manifest>,
+        /// The signature verification (`None` when read without a policy).
+        verification: Option<Verification>,
+    },
+}
+
+/// The first half of [`read`]: the manifest (size-capped) and its signatures against
+/// `policy`; no config yet.
+pub async fn judge(repo: &Repo, lookup: &str, policy: Option<&TrustPolicy>) -> Result<Judged, ChannelError> {
     let limits = FetchLimits::default();
     let (manifest_bytes, digest) = match repo.manifest(lookup, limits.manifest).await {
         Ok(x) => x,
-        Err(StoreError::NotFound(_)) => return Ok(Holding::Empty),
+        Err(StoreError::NotFound(_)) => return Ok(Judged::Decided(Holding::Empty)),
         Err(e) => return Err(e.into()),
     };
     let manifest = match Manifest::from_slice(&manifest_bytes) {
         Ok(m) => m,
-        Err(reason) => return Ok(Holding::Foreign { digest, reason }),
+        Err(reason) => return Ok(Judged::Decided(Holding::Foreign { digest, reason })),
     };
     if let Err(reason) = manifest.bundle_layer() {
-        return Ok(Holding::Foreign { digest, reason });
+        return Ok(Judged::Decided(Holding::Foreign { digest, reason }));
     }
     let verification = match policy {
         None => None,
         Some(policy) => match trust::verify(repo, &digest, policy).await {
             Ok(v) => Some(v),
             Err(TrustError::Store(e)) => return Err(e.into()),
-            Err(e) => return Ok(Holding::Untrusted { digest, reason: e.to_string() }),
+            Err(e) => return Ok(Judged::Decided(Holding::Untrusted { digest, reason: e.to_string() })),
         },
     };
+    Ok(Judged::Manifest { digest, manifest_bytes, manifest: Box::new(manifest), verification })
+}
+
+/// The second half of [`read`]: the config of a judged manifest.
+pub async fn complete(repo: &Repo, judged: Judged) -> Result<Holding, ChannelError> {
+    let (digest, manifest_bytes, manifest, verification) = match judged {
+        Judged::Decided(h) => return Ok(h),
+        Judged::Manifest { digest, manifest_bytes, manifest, verification } => (digest, manifest_bytes, *manifest, verification),
+    };
+    let limits = FetchLimits::default();
     if manifest.config.size > limits.config {
         return Err(StoreError::TooLarge { what: format!("config of {}", repo.describe(&digest)), size: manifest.config.size, limit: limits.config }.into());
     }

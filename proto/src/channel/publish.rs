@@ -12,12 +12,13 @@ use crate::archive::Packed;
 use crate::bundle::{assemble_packed, pack_content, BundleMeta};
 use crate::digest::sha256_digest;
 use crate::keys::PrivateKey;
+use crate::media;
 use crate::object::ObjectRef;
 use crate::repo::Repo;
 use crate::trust::sign::SignatureInfo;
 use crate::trust::TrustPolicy;
 
-use super::history::{self, Holding};
+use super::history::{self, Holding, Judged};
 use super::{check_sequence, history_tag, never_lower, next_sequence, write, ChannelError, Position};
 
 /// How the new bundle's sequence is chosen.
@@ -86,7 +87,17 @@ pub struct Published {
 /// Publishes `req.objects` into `req.channel`.
 pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
     let repo = req.repo;
-    let holding = history::read(repo, req.channel, req.policy).await?;
+    let packed = match req.packed {
+        Some(p) => std::borrow::Cow::Borrowed(p),
+        None => std::borrow::Cow::Owned(pack_content(req.objects)),
+    };
+    let judged = history::judge(repo, req.channel, req.policy).await?;
+    if req.skip_unchanged {
+        if let Some(same) = unchanged(&judged, &req, &packed) {
+            return Ok(same);
+        }
+    }
+    let holding = history::complete(repo, judged).await?;
     let untrusted_previous = match &holding {
         Holding::Untrusted { digest, reason } => Some(format!("{} held {digest}, which is not ours: {reason}", repo.describe(req.channel))),
         Holding::Foreign { digest, reason } => {
@@ -96,10 +107,6 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
             )))
         }
         _ => None,
-    };
-    let packed = match req.packed {
-        Some(p) => std::borrow::Cow::Borrowed(p),
-        None => std::borrow::Cow::Owned(pack_content(req.objects)),
     };
     if let (true, Some(head)) = (req.skip_unchanged, holding.trusted()) {
         if head.layer_digest() == sha256_digest(&packed.gz) && head.config.cluster_type == req.meta.cluster_type && head.config.environment == req.meta.environment {
@@ -148,5 +155,30 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
         replaced: current,
         untrusted_previous,
         signature,
+    })
+}
+
+/// The channel already holds this content, judged from its verified manifest alone (no
+/// config read): the same content layer, and the signed manifest's annotations name the
+/// same cluster type and environment and a sequence. `None` when that cannot be told
+/// without the config (unsigned, another layer, annotations missing): the caller reads it.
+fn unchanged(judged: &Judged, req: &Request<'_>, packed: &Packed) -> Option<Published> {
+    let Judged::Manifest { digest, manifest, verification: Some(_), .. } = judged else { return None };
+    let ann = |k: &str| manifest.annotations.get(k).map(String::as_str);
+    let same = manifest.layers.first().is_some_and(|l| l.digest == sha256_digest(&packed.gz))
+        && !req.meta.cluster_type.is_empty()
+        && !req.meta.environment.is_empty()
+        && ann(media::ANN_CLUSTER_TYPE) == Some(req.meta.cluster_type.as_str())
+        && ann(media::ANN_ENVIRONMENT) == Some(req.meta.environment.as_str());
+    let sequence = ann(media::ANN_SEQUENCE)?.parse().ok()?;
+    same.then(|| Published {
+        digest: digest.clone(),
+        sequence,
+        objects: req.objects.len(),
+        changed: false,
+        history_tag: None,
+        replaced: None,
+        untrusted_previous: None,
+        signature: None,
     })
 }

@@ -11,7 +11,7 @@ use crate::digest::{is_valid_digest, signature_tag};
 use crate::error::StoreError;
 use crate::keys::PrivateKey;
 use crate::repo::Repo;
-use crate::trust::{append_to, existing_signatures, sigmanifest, ExistingSignatures};
+use crate::trust::{append_to, docker_reference, existing_signatures, sigmanifest, ExistingSignatures};
 
 /// What a signing run did.
 #[derive(Debug, Clone, Serialize)]
@@ -33,14 +33,6 @@ pub struct SignatureInfo {
     pub layers: usize,
 }
 
-/// The `docker-reference` cosign writes for a repository: `HOST/REPO` for registries,
-/// the repository name for layouts (informational only; verification ignores it).
-pub fn docker_reference(repo: &Repo) -> String {
-    match repo {
-        Repo::Registry { repo, .. } => repo.repository_url(),
-        Repo::Layout { .. } => repo.repository_name(),
-    }
-}
 
 /// Signs `digest` in `repo`: checks the manifest exists, then appends one signature layer
 /// to its `.sig` manifest (skipped when this key's signature over the same payload is
