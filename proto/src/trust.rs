@@ -172,9 +172,21 @@ pub fn docker_reference(repo: &Repo) -> String {
 
 /// Verifies that at least `policy.threshold` distinct trusted keys signed exactly `digest`
 /// in `repo`. Reads the signature manifest (one manifest GET) and each layer's payload
-/// (one blob GET per layer, digest checked; none for a layer whose digest is that of the
-/// payload drover writes for this repository and digest). Never returns Ok unless satisfied.
+/// (one blob GET per layer, digest checked) — except a layer whose digest is that of the
+/// payload drover writes for this repository and digest: equal digests are equal bytes,
+/// so that payload is known without reading it. Never returns Ok unless satisfied.
 pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<Verification, TrustError> {
+    verify_reading(repo, digest, policy, false).await
+}
+
+/// [`verify`] that also reads every payload blob the signature manifest names, drover's
+/// own included, so that a damaged or missing payload in the store is reported
+/// (`drover verify`, the audit command; the trust decision is the same).
+pub async fn verify_stored(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<Verification, TrustError> {
+    verify_reading(repo, digest, policy, true).await
+}
+
+async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_all: bool) -> Result<Verification, TrustError> {
     if !is_valid_digest(digest) {
         return Err(TrustError::Policy(format!("{digest:?} is not a sha256 manifest digest")));
     }
@@ -217,7 +229,8 @@ pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<V
         if layer.size > sigmanifest::MAX_PAYLOAD {
             return Err(tampered(format!("layer {i} payload is {} bytes, over {}", layer.size, sigmanifest::MAX_PAYLOAD)));
         }
-        let fetched = if layer.digest == ours_digest { Ok(ours.clone()) } else { repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await };
+        let fetched =
+            if !read_all && layer.digest == ours_digest { Ok(ours.clone()) } else { repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await };
         let data = match fetched {
             Ok(d) => d,
             // Bytes that do not hash to the digest naming them were damaged on the way

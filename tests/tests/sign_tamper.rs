@@ -103,11 +103,11 @@ fn tampered_signatures_are_refused_with_a_reason() {
     assert_eq!(out.json()["matched"][0]["dockerReference"], "elsewhere.example/fleet/edge");
 }
 
-/// Verification reads the `.sig` manifest once; a payload drover itself writes for this
-/// repository and digest is not downloaded (its layer's digest names exactly those bytes);
-/// any other payload is fetched once per layer.
+/// `drover verify` (the audit command) reads the `.sig` manifest once and every payload
+/// once per layer, drover's own payloads included, so a damaged store is reported (the
+/// channel reads skip drover's own payload; `platform_publish.rs` counts those).
 #[test]
-fn verify_reads_one_manifest_and_one_blob_per_foreign_layer() {
+fn verify_reads_one_manifest_and_one_blob_per_layer() {
     let reg = Registry::start();
     let proxy = CountingProxy::start(&reg.addr);
     let tmp = tempfile::tempdir().unwrap();
@@ -126,7 +126,7 @@ fn verify_reads_one_manifest_and_one_blob_per_foreign_layer() {
     let manifests = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/manifests/")).count();
     let blobs = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/blobs/")).count();
     assert_eq!(manifests, 1, "one .sig manifest GET: {seen:?}");
-    assert_eq!(blobs, 0, "drover's own payload (3 layers) is not downloaded: {seen:?}");
+    assert_eq!(blobs, 3, "one blob GET per signature layer (3 layers): {seen:?}");
     assert!(seen.iter().all(|l| l.starts_with("GET ") || l.starts_with("HEAD ")), "{seen:?}");
 
     // Signatures made under another repository's name (a copy, another tool): each
@@ -140,5 +140,38 @@ fn verify_reads_one_manifest_and_one_blob_per_foreign_layer() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let seen: Vec<String> = proxy.take().into_iter().filter(|l| l != "GET /v2/").collect();
     let blobs = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/blobs/")).count();
-    assert_eq!(blobs, 2, "one blob GET per signature layer of another form (2 layers): {seen:?}");
+    assert_eq!(blobs, 2, "one blob GET per signature layer (2 layers): {seen:?}");
+}
+
+/// The channel reads (`trust::verify`: publish, promote, the agent) know drover's own
+/// payload by its digest and do not read it: a missing payload blob does not change their
+/// answer, an untrusted key's signature over that payload is still refused; the audit
+/// (`trust::verify_stored`, `drover verify`) reads it and reports the damage.
+#[test]
+fn own_payload_is_known_by_digest_but_still_needs_a_trusted_signature() {
+    let reg = Registry::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (key_path, public) = keygen(&tmp.path().join("trusted"));
+    let (other_path, _) = keygen(&tmp.path().join("other"));
+    let key = PrivateKey::from_file(&key_path, PW).unwrap();
+    let other = PrivateKey::from_file(&other_path, PW).unwrap();
+    let d = push_bundle(&reg, "fleet/fast", "prod", "prod", 1, "a");
+    let r = repo(&reg.reference("fleet/fast"));
+    let policy = drover_proto::trust::TrustPolicy::from_files(&[public.clone()], 1).unwrap();
+    let ours = sigmanifest::payload(&reg.reference("fleet/fast"), &d);
+
+    // Signed by a key the policy does not trust: refused, whatever is stored.
+    write_sig(&reg, "fleet/fast", &d, vec![layer(&other, &ours)]);
+    let e = rt().block_on(drover_proto::trust::verify(&r, &d, &policy)).unwrap_err();
+    assert!(e.to_string().contains("0 of 1"), "{e}");
+
+    // Signed by the trusted key, then the payload blob deleted over the registry API.
+    write_sig(&reg, "fleet/fast", &d, vec![layer(&key, &ours)]);
+    let payload_digest = sigmanifest::payload_digest(&ours);
+    let del = drover_tests::rawreg::request(&reg.addr, "DELETE", &format!("/v2/fleet/fast/blobs/{payload_digest}"), &[], b"").unwrap();
+    assert_eq!(del.status, 202, "blob delete");
+    let v = rt().block_on(drover_proto::trust::verify(&r, &d, &policy)).expect("known payload, trusted signature");
+    assert_eq!(v.matched.len(), 1);
+    let e = rt().block_on(drover_proto::trust::verify_stored(&r, &d, &policy)).unwrap_err();
+    assert!(e.to_string().contains("layer 0"), "the audit reads the payload and reports it missing: {e}");
 }

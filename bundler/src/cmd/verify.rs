@@ -2,7 +2,7 @@
 //! distinct trusted keys signed this exact digest; reports matched keys and why others
 //! failed.
 
-use drover_proto::trust::{verify, TrustError, Verification};
+use drover_proto::trust::{verify_stored, TrustError, Verification};
 use serde::Serialize;
 
 use crate::output::{Report, Text};
@@ -162,7 +162,7 @@ pub async fn run(args: Args) -> anyhow::Result<VerifyReport> {
     let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, false)?;
     let digest = resolve_digest(&repo, lookup.as_deref(), &args.reference).await?;
-    let report = match verify(&repo, &digest, &policy).await {
+    let report = match verify_stored(&repo, &digest, &policy).await {
         Ok(v) => VerifyReport::new(&args.reference, &digest, args.trust.threshold, Some(&v), None),
         Err(TrustError::NotSatisfied(v)) => {
             let why = TrustError::NotSatisfied(v.clone()).to_string();
