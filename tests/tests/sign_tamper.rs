@@ -157,7 +157,7 @@ fn own_payload_is_known_by_digest_but_still_needs_a_trusted_signature() {
     let other = PrivateKey::from_file(&other_path, PW).unwrap();
     let d = push_bundle(&reg, "fleet/fast", "prod", "prod", 1, "a");
     let r = repo(&reg.reference("fleet/fast"));
-    let policy = drover_proto::trust::TrustPolicy::from_files(&[public.clone()], 1).unwrap();
+    let policy = drover_proto::trust::TrustPolicy::from_files(std::slice::from_ref(&public), 1).unwrap();
     let ours = sigmanifest::payload(&reg.reference("fleet/fast"), &d);
 
     // Signed by a key the policy does not trust: refused, whatever is stored.
