@@ -23,9 +23,6 @@ use crate::regargs::RegistryArgs;
 use crate::trustargs::TrustArgs;
 
 const MAX_MANIFEST: u64 = 4 << 20;
-/// Repositories checked or pushed at once: enough to hide registry round trips, few enough
-/// to stay polite to one registry.
-const CONCURRENCY: usize = 8;
 /// Blobs larger than this are held in memory one at a time (across all repositories).
 const BIG_BLOB: u64 = 8 << 20;
 
@@ -47,6 +44,10 @@ pub struct Args {
     /// of older content). History tags stay immutable regardless.
     #[arg(long)]
     allow_downgrade: bool,
+    /// Repositories checked or pushed at once: enough to hide registry round trips, few
+    /// enough to stay polite to one registry.
+    #[arg(long, default_value_t = 8)]
+    parallel: usize,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -109,6 +110,7 @@ pub fn destination(to: &str, repository: &str) -> String {
 
 /// Runs `drover import`.
 pub async fn run(args: Args) -> anyhow::Result<ImportReport> {
+    anyhow::ensure!(args.parallel > 0, "--parallel must be at least 1");
     let policy = args.trust.optional_policy()?;
     let to = args.to.trim_end_matches('/').to_string();
     RegistryRef::parse(&format!("{to}/x")).with_context(|| format!("--to {:?} must be HOST[:PORT][/PREFIX]", args.to))?;
@@ -150,7 +152,7 @@ pub async fn run(args: Args) -> anyhow::Result<ImportReport> {
             anyhow::Ok((dest, repository, src, dst, checked))
         }
     }))
-    .buffer_unordered(CONCURRENCY)
+    .buffer_unordered(args.parallel)
     .collect::<Vec<_>>()
     .await;
     let mut checked = Vec::new();
@@ -164,7 +166,7 @@ pub async fn run(args: Args) -> anyhow::Result<ImportReport> {
     failures.sort();
     anyhow::ensure!(failures.is_empty(), "nothing imported:\n  {}", failures.join("\n  "));
 
-    // 3. Write, up to CONCURRENCY repositories at once.
+    // 3. Write, up to `--parallel` repositories at once.
     let big_blob = tokio::sync::Semaphore::new(1);
     let bar = progress_bar(checked.len());
     let written: Vec<anyhow::Result<(String, Vec<Decision>, Uploads)>> = futures::stream::iter(checked.into_iter().map(|(dest, repository, src, dst, mut c)| {
@@ -176,7 +178,7 @@ pub async fn run(args: Args) -> anyhow::Result<ImportReport> {
             anyhow::Ok((dest, c.decisions().to_vec(), up))
         }
     }))
-    .buffer_unordered(CONCURRENCY)
+    .buffer_unordered(args.parallel)
     .collect()
     .await;
     bar.finish_and_clear();
