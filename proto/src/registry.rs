@@ -266,6 +266,9 @@ impl RegistryClient {
         let res = self.engine.send(&put).await?;
         match res.status().as_u16() {
             201 | 204 => Ok(()),
+            // The PUT was sent again after its connection closed without an answer: the
+            // first one may have completed the upload.
+            404 if self.blob_exists(r, digest).await? => Ok(()),
             _ => Err(self.engine.unexpected(&what, res).await),
         }
     }

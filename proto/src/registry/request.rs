@@ -166,10 +166,22 @@ impl Engine {
             }
             None => self.timeout,
         };
-        let res = match tokio::time::timeout(budget, req.send()).await {
-            Err(_) => return Err(transport(call.what, diagnose::timed_out(&host, budget))),
-            Ok(Err(e)) => return Err(transport(call.what, diagnose::send_error(&e, &self.diag(&host)))),
-            Ok(Ok(r)) => r,
+        // A kept-alive connection the server closed just as the request went out gets the
+        // request once more on a new connection, as Go's and curl's clients do. Every
+        // request drover sends may be repeated: reads, manifest PUTs (same bytes, same
+        // result), starting an upload; an upload's final PUT that the server did take
+        // answers "upload unknown" the second time, and `upload_blob` then finds the blob.
+        let mut again = req.try_clone();
+        let res = loop {
+            match tokio::time::timeout(budget, req.send()).await {
+                Err(_) => return Err(transport(call.what, diagnose::timed_out(&host, budget))),
+                Ok(Err(e)) if diagnose::closed_before_answer(&e) && again.is_some() => {
+                    tracing::debug!(method = %call.method, url = %url, "connection closed before an answer; sending the request again");
+                    req = again.take().expect("checked");
+                }
+                Ok(Err(e)) => return Err(transport(call.what, diagnose::send_error(&e, &self.diag(&host)))),
+                Ok(Ok(r)) => break r,
+            }
         };
         tracing::debug!(method = %call.method, url = %url, status = res.status().as_u16(), authorized = authorization.is_some(), "registry request");
         if res.status().as_u16() == 400 && self.plain_http {
