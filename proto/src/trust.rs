@@ -214,8 +214,10 @@ async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_al
     // its digest holds exactly these bytes (equal sha256, equal bytes), so it is not
     // downloaded. Any other payload (another signer's formatting, a copy signed under
     // another repository's name) is fetched and checked against its digest.
-    let ours = sigmanifest::payload(&docker_reference(repo), digest);
-    let ours_digest = sigmanifest::payload_digest(&ours);
+    let ours = (!read_all).then(|| {
+        let payload = sigmanifest::payload(&docker_reference(repo), digest);
+        (sigmanifest::payload_digest(&payload), payload)
+    });
     // Integrity first: every layer must be a simple-signing layer whose bytes match its descriptor.
     let mut payloads = Vec::with_capacity(manifest.layers.len());
     for (i, layer) in manifest.layers.iter().enumerate() {
@@ -229,8 +231,10 @@ async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_al
         if layer.size > sigmanifest::MAX_PAYLOAD {
             return Err(tampered(format!("layer {i} payload is {} bytes, over {}", layer.size, sigmanifest::MAX_PAYLOAD)));
         }
-        let fetched =
-            if !read_all && layer.digest == ours_digest { Ok(ours.clone()) } else { repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await };
+        let fetched = match &ours {
+            Some((known, payload)) if *known == layer.digest => Ok(payload.clone()),
+            _ => repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await,
+        };
         let data = match fetched {
             Ok(d) => d,
             // Bytes that do not hash to the digest naming them were damaged on the way

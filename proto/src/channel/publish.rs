@@ -91,9 +91,10 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
         Some(p) => std::borrow::Cow::Borrowed(p),
         None => std::borrow::Cow::Owned(pack_content(req.objects)),
     };
+    let layer_digest = sha256_digest(&packed.gz);
     let judged = history::judge(repo, req.channel, req.policy).await?;
     if req.skip_unchanged {
-        if let Some(same) = unchanged(&judged, &req, &packed) {
+        if let Some(same) = unchanged(&judged, &req, &layer_digest) {
             return Ok(same);
         }
     }
@@ -109,17 +110,8 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
         _ => None,
     };
     if let (true, Some(head)) = (req.skip_unchanged, holding.trusted()) {
-        if head.layer_digest() == sha256_digest(&packed.gz) && head.config.cluster_type == req.meta.cluster_type && head.config.environment == req.meta.environment {
-            return Ok(Published {
-                digest: head.digest.clone(),
-                sequence: head.config.sequence,
-                objects: head.config.objects.len(),
-                changed: false,
-                history_tag: None,
-                replaced: None,
-                untrusted_previous: None,
-                signature: None,
-            });
+        if head.layer_digest() == layer_digest && head.config.cluster_type == req.meta.cluster_type && head.config.environment == req.meta.environment {
+            return Ok(left_alone(&head.digest, head.config.sequence, head.config.objects.len()));
         }
     }
     let env = req.meta.environment.clone();
@@ -162,23 +154,28 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
 /// config read): the same content layer, and the signed manifest's annotations name the
 /// same cluster type and environment and a sequence. `None` when that cannot be told
 /// without the config (unsigned, another layer, annotations missing): the caller reads it.
-fn unchanged(judged: &Judged, req: &Request<'_>, packed: &Packed) -> Option<Published> {
+fn unchanged(judged: &Judged, req: &Request<'_>, layer_digest: &str) -> Option<Published> {
     let Judged::Manifest { digest, manifest, verification: Some(_), .. } = judged else { return None };
     let ann = |k: &str| manifest.annotations.get(k).map(String::as_str);
-    let same = manifest.layers.first().is_some_and(|l| l.digest == sha256_digest(&packed.gz))
+    let same = manifest.layers.first().is_some_and(|l| l.digest == layer_digest)
         && !req.meta.cluster_type.is_empty()
         && !req.meta.environment.is_empty()
         && ann(media::ANN_CLUSTER_TYPE) == Some(req.meta.cluster_type.as_str())
         && ann(media::ANN_ENVIRONMENT) == Some(req.meta.environment.as_str());
     let sequence = ann(media::ANN_SEQUENCE)?.parse().ok()?;
-    same.then(|| Published {
-        digest: digest.clone(),
+    same.then(|| left_alone(digest, sequence, req.objects.len()))
+}
+
+/// What a publish reports when the channel already held the same content.
+fn left_alone(digest: &str, sequence: u64, objects: usize) -> Published {
+    Published {
+        digest: digest.to_string(),
         sequence,
-        objects: req.objects.len(),
+        objects,
         changed: false,
         history_tag: None,
         replaced: None,
         untrusted_previous: None,
         signature: None,
-    })
+    }
 }

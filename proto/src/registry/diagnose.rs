@@ -29,7 +29,6 @@ pub(crate) fn timed_out(host: &str, d: Duration) -> String {
     format!("no answer from {host} {}", timeout_hint(d))
 }
 
-/// The message for a request that failed before any HTTP answer.
 /// True when the connection was closed before any answer came (hyper's "connection closed
 /// before message completed"): on a kept-alive connection that the server closed while the
 /// request was on its way, the request was not processed; it may be sent again.
@@ -37,6 +36,7 @@ pub(crate) fn closed_before_answer(e: &reqwest::Error) -> bool {
     find::<hyper::Error>(e).is_some_and(hyper::Error::is_incomplete_message)
 }
 
+/// The message for a request that failed before any HTTP answer.
 pub(crate) fn send_error(e: &reqwest::Error, ctx: &Context<'_>) -> String {
     let host = ctx.host;
     if let Some(tls) = find::<rustls::Error>(e) {
