@@ -17,6 +17,15 @@ pub mod token;
 pub use bins::{bin, run, run_ok, tool_ok, Out};
 pub use registry::{Registry, RegistrySetup};
 
+/// Writes `files` (relative path, content) under `root`, creating directories.
+pub fn write_files(root: &std::path::Path, files: &[(&str, &str)]) {
+    for (rel, text) in files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("a relative path has a parent")).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (bound then released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback").local_addr().expect("addr").port()

@@ -136,16 +136,22 @@ fn cluster_scoped_kind_and_allow_mass_prune_flags() {
     assert_eq!(i["config"]["objects"][0]["path"], "manifests/_cluster/Gadget.ex.io.g.yaml");
 }
 
-/// Writes FILES plus eight ~300 KiB ConfigMaps whose data is a sha256 chain (2.4 MiB in
-/// all: hashed on the second thread, files parsed on every core).
-fn pinned_input(dir: &Path) {
+/// Writes FILES plus `count` ~300 KiB ConfigMaps `<name>-<i>` whose data is a chain of
+/// sha256 hex digests of `<seed><i>-<j>`.
+fn fixed_input(dir: &Path, count: usize, seed: &str, name: &str) {
     use sha2::Digest;
     make(dir, &[0, 1, 2, 3, 4], SystemTime::UNIX_EPOCH + Duration::from_secs(1));
-    for i in 0..8 {
-        let payload: String = (0..4700).map(|j| hex::encode(sha2::Sha256::digest(format!("{i}-{j}").as_bytes()))).collect();
-        let text = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big-{i}, namespace: data}}\ndata:\n  payload: {payload}\n");
-        std::fs::write(dir.join(format!("big-{i}.yaml")), text).unwrap();
+    for i in 0..count {
+        let payload: String = (0..4700).map(|j| hex::encode(sha2::Sha256::digest(format!("{seed}{i}-{j}").as_bytes()))).collect();
+        let text = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}-{i}, namespace: data}}\ndata:\n  payload: {payload}\n");
+        std::fs::write(dir.join(format!("{name}-{i}.yaml")), text).unwrap();
     }
+}
+
+/// FILES plus eight ConfigMaps (2.4 MiB in all: hashed on the second thread, files parsed
+/// on every core, below the size where the layer is compressed in segments).
+fn pinned_input(dir: &Path) {
+    fixed_input(dir, 8, "", "big");
 }
 
 /// The digests of a fixed input, as built by drover before the build was parallelised
@@ -175,13 +181,7 @@ const PINNED_LAYER: &str = "sha256:942b57db65d52f21884d189a41a300208dca8a990b664
 /// FILES plus twenty ~300 KiB ConfigMaps (6 MiB of YAML): above the size where the content
 /// layer is compressed in segments (layer encoding 2, docs/bundle.md).
 fn pinned_large_input(dir: &Path) {
-    use sha2::Digest;
-    make(dir, &[0, 1, 2, 3, 4], SystemTime::UNIX_EPOCH + Duration::from_secs(1));
-    for i in 0..20 {
-        let payload: String = (0..4700).map(|j| hex::encode(sha2::Sha256::digest(format!("L{i}-{j}").as_bytes()))).collect();
-        let text = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: large-{i}, namespace: data}}\ndata:\n  payload: {payload}\n");
-        std::fs::write(dir.join(format!("large-{i}.yaml")), text).unwrap();
-    }
+    fixed_input(dir, 20, "L", "large");
 }
 
 /// A layer over 4 MiB of tar is compressed in 1 MiB segments on every core: its digest is

@@ -118,18 +118,17 @@ fn rollback_takes_the_sequence_from_verified_history_not_from_the_channel_tag() 
 
 /// A platform with one cluster type `edge` and one workload.
 fn platform(root: &Path) {
-    for (rel, text) in [
-        ("fleet.yaml", "apiVersion: drover.dev/v1\nkind: Fleet\nspec:\n  environments: [dev, prod]\n"),
-        ("cluster-types/edge.yaml", "apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata:\n  labels: {site: factory}\n"),
-        ("environments/dev.yaml", "apiVersion: drover.dev/v1\nkind: Environment\nmetadata: {name: dev}\n"),
-        ("environments/prod.yaml", "apiVersion: drover.dev/v1\nkind: Environment\nmetadata: {name: prod}\n"),
-        ("workloads/app/workload.yaml", "apiVersion: drover.dev/v1\nkind: Workload\nspec:\n  namespace: app\n  selector: {}\n"),
-        ("workloads/app/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: app\ndata:\n  k: v\n"),
-    ] {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    drover_tests::write_files(
+        root,
+        &[
+            ("fleet.yaml", "apiVersion: drover.dev/v1\nkind: Fleet\nspec:\n  environments: [dev, prod]\n"),
+            ("cluster-types/edge.yaml", "apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata:\n  labels: {site: factory}\n"),
+            ("environments/dev.yaml", "apiVersion: drover.dev/v1\nkind: Environment\nmetadata: {name: dev}\n"),
+            ("environments/prod.yaml", "apiVersion: drover.dev/v1\nkind: Environment\nmetadata: {name: prod}\n"),
+            ("workloads/app/workload.yaml", "apiVersion: drover.dev/v1\nkind: Workload\nspec:\n  namespace: app\n  selector: {}\n"),
+            ("workloads/app/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: app\ndata:\n  k: v\n"),
+        ],
+    );
 }
 
 #[test]

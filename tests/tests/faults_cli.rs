@@ -244,11 +244,7 @@ fn platform(root: &Path) {
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: values\n  namespace: {{ namespace }}\ndata:\n  x: {{ values.x | tojson }}\n",
         ),
     ];
-    for (rel, text) in files {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    drover_tests::write_files(root, &files);
 }
 
 #[test]

@@ -14,13 +14,7 @@ use drover_tests::{bin, run, run_ok, Out, Registry};
 pub const ENV: &[(&str, &str)] = &[("DROVER_KEY_PASSWORD", "")];
 
 /// Writes `files` (relative path, content) under `root`.
-pub fn write(root: &Path, files: &[(&str, &str)]) {
-    for (rel, text) in files {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-}
+pub use drover_tests::write_files as write;
 
 /// A directory of rendered YAML: one ConfigMap whose `data.value` is `value`.
 pub fn input(dir: &Path, value: &str) {

@@ -8,13 +8,7 @@ use std::path::{Path, PathBuf};
 use drover_tests::{run, Out};
 
 /// Writes `files` (relative path, content) under `root`, creating directories.
-pub fn write(root: &Path, files: &[(&str, &str)]) {
-    for (rel, text) in files {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-}
+pub use drover_tests::write_files as write;
 
 /// A small platform: environments dev, staging, prod; cluster types `edge` (site=factory,
 /// gpu=true), `cloud` (site=cloud) and `lab` (site=cloud, legacy=yes); one workload `app`
