@@ -16,7 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
-[[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler -p drover-agent --quiet
+# The agent alone, as it ships (agent/build.rs: its link order matches only that build).
+[[ -n ${SKIP_BUILD:-} ]] || { cargo build --release -p drover-bundler --quiet && cargo build --release -p drover-agent --quiet; }
 DROVER=$PWD/target/release/drover
 AGENT=$PWD/target/release/drover-agent
 WORK=$(mktemp -d)
@@ -102,6 +103,7 @@ printf 'objects applied:            %d (files in target)\n' "$files"
 printf 'start -> ready (first apply): %.2f s\n' "$(echo "$end - $start" | bc)"
 printf 'peak RSS through first apply: %.1f MiB (VmHWM; goal <= 20 MiB)\n' "$(echo "$hwm / 1024" | bc -l)"
 printf 'idle RSS after 5 s of polls:  %.1f MiB (VmRSS; goal <= 12 MiB); VmHWM then %.1f MiB\n' "$(echo "$rss / 1024" | bc -l)" "$(echo "$hwm_after / 1024" | bc -l)"
+AGENT=$AGENT bench/link-order.sh --check
 printf '  at ready: RssAnon %d KiB, RssFile %d KiB; idle: RssAnon %d KiB, RssFile %d KiB\n' "$ready_anon" "$ready_file" "$anon" "$filed"
 printf 'SIGTERM exit code:            %d\n' "$code"
 printf 'fleet reports:                %s\n' "$(grep -o 'fleet reports [a-z]*[^"]*' "$WORK/agent.log" | head -1)"

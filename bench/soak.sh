@@ -27,7 +27,7 @@ N=${1:-1000}
 TIMEOUT=${SOAK_TIMEOUT:-7200}
 REPORT_EVERY=${REPORT_EVERY:-100}
 PROFILE=${PROFILE:-release}
-[[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler -p drover-agent -p drover-tests --bins --quiet
+[[ -n ${SKIP_BUILD:-} ]] || { cargo build --release -p drover-bundler -p drover-tests --bins --quiet && cargo build --release -p drover-agent --quiet; }
 BIN=$PWD/target/$PROFILE
 WORK=$(mktemp -d)
 source bench/lib.sh

@@ -15,7 +15,9 @@
 # PATCH_LATENCY_MS > 0 makes the fake answer every PATCH that much later (its delay hook),
 # standing in for a real API server's etcd write latency; kubectl gets the same delay.
 # Needs: docker-registry, kubectl, GNU time; builds nothing (run
-# `cargo build --release -p drover-bundler -p drover-agent -p drover-tests --bins` first).
+# `cargo build --release -p drover-bundler -p drover-tests --bins`, then the agent alone as it
+# ships, `cargo build --release -p drover-agent`: agent/build.rs's link order matches only
+# that build).
 set -euo pipefail
 N=${1:-1000}
 PROFILE=${2:-release}
@@ -121,6 +123,7 @@ echo "objects: $N (1 Namespace + $((N - 1)) ConfigMaps), profile: $PROFILE, PATC
 agent c8 8
 agent c1 1
 idle
+AGENT=$BIN/drover-agent "$ROOT/bench/link-order.sh" --check
 [[ -z ${SKIP_KUBECTL:-} ]] || exit 0
 fake kubectl
 for pass in create reapply; do

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Writes agent/link-order.txt: the functions drover-agent runs in its ordinary life, which
+# the release link places side by side at the start of the program text (agent/build.rs,
+# lld --symbol-ordering-file). The kernel maps a program's code in 64 KiB runs around each
+# page it touches, so code that runs scattered among code that never runs keeps almost the
+# whole text resident; packed together it keeps only its own pages (docs/agent.md,
+# "Memory").
+#
+# It runs the release agent under valgrind's callgrind (which records every function that
+# runs) through: start, a first apply of a mixed bundle (Deployments, Services,
+# ConfigMaps, a Namespace) to the FAKE API server with fleet reports on, unchanged polls,
+# a second bundle that changes and prunes, more polls, SIGTERM; then the same with a dir
+# target. Bounded: each agent stops after at most ~2 minutes.
+#
+#   cargo build --release -p drover-bundler -p drover-tests --bins
+#   cargo build --release -p drover-agent   # alone, as deploy/Dockerfile builds it
+#   bench/link-order.sh            # rewrites agent/link-order.txt
+#   cargo build --release -p drover-agent   # relinks with the new order
+#   bench/link-order.sh --check    # how many listed functions the binary has, and where
+#
+# Symbol names carry a hash of the crate's build settings and of the features its
+# dependencies were built with: an agent built together with other packages of the
+# workspace (cargo unifies their features) or with another profile has other names, and
+# the list then matches only the standard library's part. So the list is taken from, and
+# applies to, `cargo build --release -p drover-agent` alone.
+#
+# Needs: valgrind, docker-registry. Re-run it when the agent's code changed much: symbols
+# that no longer exist are skipped by the linker, new ones are placed after the listed ones.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DROVER=$PWD/target/release/drover
+AGENT=${AGENT:-$PWD/target/release/drover-agent}
+if [[ ${1:-} == --check ]]; then # the share of the list the binary has, and whether it comes first
+  python3 - "$AGENT" agent/link-order.txt <<'PY'
+import subprocess, sys
+listed = open(sys.argv[2]).read().split()
+addr = {}
+for line in subprocess.run(["nm", "--defined-only", sys.argv[1]], capture_output=True, text=True).stdout.splitlines():
+    f = line.split()
+    if len(f) == 3 and f[1] in "tTwW":
+        addr[f[2]] = int(f[0], 16)
+if not addr:
+    sys.exit(f"link order: {sys.argv[1]} has no symbol table")
+found = [addr[s] for s in listed if s in addr]
+text = sorted(addr.values())
+packed = found and max(found) - min(found) < (text[-1] - text[0]) / 2
+print(f"link order: {len(found)} of {len(listed)} listed functions in the binary"
+      + (", placed together" if packed else ", NOT placed together (built without the order?)"))
+PY
+  exit 0
+fi
+FAKE=$PWD/target/release/fake-apiserver
+OUT=$PWD/agent/link-order.txt
+WORK=$(mktemp -d)
+source bench/lib.sh
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; stop_registries; rm -rf "$WORK"; }
+trap cleanup EXIT
+nm --defined-only "$AGENT" >/dev/null 2>&1 && [[ $(nm --defined-only "$AGENT" | wc -l) -gt 1000 ]] || {
+  echo "$AGENT has no symbol table: build it with the release profile of Cargo.toml (strip = \"debuginfo\")"; exit 1; }
+
+start_registry
+REF="$REG/fleet/order:prod"
+bundle() { # DIR N: a mixed bundle of N objects
+  python3 - "$1" "$2" <<'PY'
+import os, sys
+out, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(out, exist_ok=True)
+docs = ["apiVersion: v1\nkind: Namespace\nmetadata: {name: order}\n"]
+for i in range(n):
+    k = i % 3
+    if k == 0:
+        docs.append(f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: app-{i}, namespace: order, labels: {{app: app-{i}}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: app-{i}}}}}
+  template:
+    metadata: {{labels: {{app: app-{i}}}}}
+    spec:
+      containers:
+      - name: main
+        image: registry.example/app:{i}
+        resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}
+""")
+    elif k == 1:
+        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: svc-{i}, namespace: order}}\nspec:\n  selector: {{app: app-{i}}}\n  ports: [{{port: 80, targetPort: 8080}}]\n")
+    else:
+        docs.append(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg-{i}, namespace: order}}\ndata:\n  index: \"{i}\"\n")
+open(os.path.join(out, "all.yaml"), "w").write("---\n".join(docs))
+PY
+}
+bundle "$WORK/in1" 60
+bundle "$WORK/in2" 45   # fewer objects: the second bundle changes nothing it keeps and prunes the rest
+sed -i 's/index: "3"/index: "changed"/' "$WORK/in2/all.yaml"
+DROVER_KEY_PASSWORD= "$DROVER" keygen --out-dir "$WORK/keys" >/dev/null 2>&1
+push() { DROVER_KEY_PASSWORD= "$DROVER" push "$1" "$REF" --plain-http --sequence "$2" --cluster-type order \
+  --environment prod --key "$WORK/keys/drover.key" >/dev/null 2>&1; }
+push "$WORK/in1" 1
+
+"$FAKE" --kubeconfig-out "$WORK/kc" >"$WORK/fake.out" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q ready "$WORK/fake.out" 2>/dev/null && break; sleep 0.05; done
+URL=$(grep -o 'server: .*' "$WORK/kc" | cut -d' ' -f2)
+curl -fs -X POST "$URL/api/v1/namespaces" -H 'Content-Type: application/json' \
+  -d '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"drover-system"}}' >/dev/null
+
+profile() { # LABEL TARGET-ARGS...: one agent under callgrind through both bundles
+  local label=$1; shift
+  local listen="127.0.0.1:$(free_port)"
+  push "$WORK/in1" "$SEQ"; SEQ=$((SEQ + 1))
+  KUBECONFIG=$WORK/kc valgrind --tool=callgrind --demangle=no --compress-strings=no --compress-pos=no \
+    --callgrind-out-file="$WORK/cg-$label" "$AGENT" run --source "$REF" --plain-http \
+    --trust-key "$WORK/keys/drover.pub" --state-dir "$WORK/state-$label" --listen "$listen" --interval 1s \
+    --cluster-name "order-$label" --expect-cluster-type order --expect-environment prod --report-interval 2s "$@" 2>"$WORK/agent-$label.log" &
+  local pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 1200); do curl -fs "http://$listen/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+  curl -fs "http://$listen/readyz" >/dev/null || { echo "$label: the agent never became ready"; grep -v "^==" "$WORK/agent-$label.log" | tail -5; exit 1; }
+  curl -fs "http://$listen/metrics" >/dev/null; curl -fs "http://$listen/status" >/dev/null || true
+  sleep 8
+  push "$WORK/in2" "$SEQ"; SEQ=$((SEQ + 1))
+  for _ in $(seq 600); do grep -q '"sequence":'$((SEQ - 1)) "$WORK/agent-$label.log" && break; sleep 0.1; done
+  sleep 8
+  kill -TERM "$pid"
+  for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  wait "$pid" || true
+  grep -c . "$WORK/agent-$label.log" >/dev/null
+}
+SEQ=2
+profile kube --target kube
+profile dir --target "dir:$WORK/out"
+
+# Every function of the agent's symbol table that ran, in the order callgrind first names it.
+nm --defined-only "$AGENT" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$WORK/text-symbols"
+cat "$WORK"/cg-kube "$WORK"/cg-dir | sed -n 's/^c\?fn=//p' | awk '!seen[$0]++' >"$WORK/ran"
+awk 'NR == FNR {t[$0] = 1; next} ($0 in t)' "$WORK/text-symbols" "$WORK/ran" >"$OUT"
+python3 - "$AGENT" "$OUT" <<'PY'
+import subprocess, sys
+ran = set(open(sys.argv[2]).read().split())
+text = ran_bytes = n = 0
+for line in subprocess.run(["nm", "--defined-only", "-S", sys.argv[1]], capture_output=True, text=True).stdout.splitlines():
+    f = line.split()
+    if len(f) == 4 and f[2] in "tTwW":
+        n += 1; text += int(f[1], 16)
+        ran_bytes += int(f[1], 16) if f[3] in ran else 0
+print(f"wrote {sys.argv[2]}: {len(ran)} functions ran, {ran_bytes >> 10} KiB of code, of {n} functions and {text >> 10} KiB in the text")
+PY
