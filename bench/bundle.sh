@@ -97,7 +97,8 @@ PY
 echo "bundle content layer: $((LAYER / 1024 / 1024)) MiB ($LAYER bytes)"
 for r in $(seq "$RUNS"); do
   start_registry
-  DROVER_LOG=drover_bundler=debug NO_COLOR=1 /usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" push "$WORK/big" "$REG/bench/big:t" --plain-http --sequence 1 >/dev/null 2>"$WORK/push.log"
+  DROVER_LOG=drover_bundler=debug NO_COLOR=1 /usr/bin/time -f "%e %M" -o "$WORK/t" "$DROVER" push "$WORK/big" "$REG/bench/big:t" --plain-http --sequence 1 >/dev/null 2>"$WORK/push.log" \
+    || { echo "drover push failed:"; grep -v DEBUG "$WORK/push.log" | tail -5; exit 1; }
   read -r secs kib <"$WORK/t"; echo "$secs" >>"$WORK/push.s"
   xfer=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/push.log" | sed -n 's/.*push_ms=\([0-9]*\).*/\1/p' | tail -1)
   echo "$xfer" | awk '{print $1/1000}' >>"$WORK/xfer.s"

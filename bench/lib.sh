@@ -11,6 +11,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # REG_ACCESSLOG=1 it holds one access-log line per request). Call it directly, not in
 # $(...): the PID must reach this shell so that stop_registries can stop it.
 start_registry() {
+  command -v docker-registry >/dev/null || { echo "docker-registry not found: install Debian's docker-registry (tests/run.sh does)" >&2; exit 1; }
   local port; port=$(free_port)
   local dir="$WORK/reg-$port"; mkdir -p "$dir/storage"
   # As Debian ships it (/etc/docker/registry/config.yml), with the in-memory blob
@@ -22,6 +23,7 @@ start_registry() {
   REG_PID=$!
   REG_PIDS+=("$REG_PID")
   for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
+  curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 || { echo "the registry on port $port never answered:" >&2; tail -5 "$dir/log" >&2; exit 1; }
   REG="127.0.0.1:$port"
 }
 
