@@ -13,13 +13,14 @@ fn main() {
     println!("cargo:rerun-if-changed=link-order.txt");
     println!("cargo:rerun-if-env-changed=DROVER_LINK_ORDER");
     let release = env::var("PROFILE").as_deref() == Ok("release");
-    let lld_by_default = env::var("TARGET").as_deref() == Ok("x86_64-unknown-linux-gnu") && rustc_minor() >= 90;
+    let x86_64_linux = env::var("TARGET").as_deref() == Ok("x86_64-unknown-linux-gnu");
     // A linker chosen by the user (-C linker=..., -C link-arg=-fuse-ld=...) may not be LLD.
     let own_linker = env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|f| f.contains("link"));
     let off = env::var("DROVER_LINK_ORDER").as_deref() == Ok("0");
     let order = format!("{}/link-order.txt", env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let listed = std::path::Path::new(&order).is_file();
-    if release && lld_by_default && !own_linker && !off && listed {
+    // The compiler is asked its version only for a build that would use the order.
+    if release && x86_64_linux && !own_linker && !off && listed && rustc_minor() >= 90 {
         println!("cargo:rustc-link-arg-bin=drover-agent=-Wl,--symbol-ordering-file={order}");
         // Symbols of the list that a later change removed are skipped without a warning.
         println!("cargo:rustc-link-arg-bin=drover-agent=-Wl,--no-warn-symbol-ordering");
