@@ -30,23 +30,44 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DROVER=$PWD/target/release/drover
 AGENT=${AGENT:-$PWD/target/release/drover-agent}
-if [[ ${1:-} == --check ]]; then # the share of the list the binary has, and whether it comes first
-  python3 - "$AGENT" agent/link-order.txt <<'PY'
+# One reading of the binary's symbol table for both modes:
+#   order check AGENT LIST                 the share of LIST the binary has, and whether it comes first
+#   order write AGENT LIST CALLGRIND...    LIST := the binary's functions that ran, in the order
+#                                          callgrind first names them
+order() {
+  python3 - "$@" <<'PY'
 import subprocess, sys
-listed = open(sys.argv[2]).read().split()
-addr = {}
-for line in subprocess.run(["nm", "--defined-only", sys.argv[1]], capture_output=True, text=True).stdout.splitlines():
+mode, agent, listing, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+text = {}  # function symbol -> (address, size)
+for line in subprocess.run(["nm", "--defined-only", "-S", agent], capture_output=True, text=True).stdout.splitlines():
     f = line.split()
-    if len(f) == 3 and f[1] in "tTwW":
-        addr[f[2]] = int(f[0], 16)
-if not addr:
-    sys.exit(f"link order: {sys.argv[1]} has no symbol table")
-found = [addr[s] for s in listed if s in addr]
-text = sorted(addr.values())
-packed = found and max(found) - min(found) < (text[-1] - text[0]) / 2
-print(f"link order: {len(found)} of {len(listed)} listed functions in the binary"
-      + (", placed together" if packed else ", NOT placed together (built without the order?)"))
+    if len(f) == 4 and f[2] in "tTwW":
+        text[f[3]] = (int(f[0], 16), int(f[1], 16))
+if not text:
+    sys.exit(f"link order: {agent} has no symbol table; build it with the release profile of Cargo.toml (strip = \"debuginfo\")")
+if mode == "check":
+    listed = open(listing).read().split()
+    found = [text[s][0] for s in listed if s in text]
+    addrs = sorted(a for a, _ in text.values())
+    packed = found and max(found) - min(found) < (addrs[-1] - addrs[0]) / 2
+    print(f"link order: {len(found)} of {len(listed)} listed functions in the binary"
+          + (", placed together" if packed else ", NOT placed together (built without the order?)"))
+    sys.exit(0)
+ran = {}
+for run in runs:
+    for line in open(run):
+        if line.startswith(("fn=", "cfn=")):
+            name = line.split("=", 1)[1].strip()
+            if name in text:
+                ran.setdefault(name, None)
+open(listing, "w").write("".join(f"{name}\n" for name in ran))
+code = sum(text[name][1] for name in ran) >> 10
+print(f"wrote {listing}: {len(ran)} functions ran, {code} KiB of code, of {len(text)} functions and "
+      f"{sum(size for _, size in text.values()) >> 10} KiB in the text")
 PY
+}
+if [[ ${1:-} == --check ]]; then
+  order check "$AGENT" agent/link-order.txt
   exit 0
 fi
 FAKE=$PWD/target/release/fake-apiserver
@@ -56,8 +77,7 @@ source bench/lib.sh
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; stop_registries; rm -rf "$WORK"; }
 trap cleanup EXIT
-nm --defined-only "$AGENT" >/dev/null 2>&1 && [[ $(nm --defined-only "$AGENT" | wc -l) -gt 1000 ]] || {
-  echo "$AGENT has no symbol table: build it with the release profile of Cargo.toml (strip = \"debuginfo\")"; exit 1; }
+order check "$AGENT" /dev/null >/dev/null   # fails now, not after the runs, if the binary has no symbol table
 
 start_registry
 REF="$REG/fleet/order:prod"
@@ -126,24 +146,9 @@ profile() { # LABEL TARGET-ARGS...: one agent under callgrind through both bundl
   kill -TERM "$pid"
   for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   wait "$pid" || true
-  grep -c . "$WORK/agent-$label.log" >/dev/null
 }
 SEQ=2
 profile kube --target kube
 profile dir --target "dir:$WORK/out"
 
-# Every function of the agent's symbol table that ran, in the order callgrind first names it.
-nm --defined-only "$AGENT" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$WORK/text-symbols"
-cat "$WORK"/cg-kube "$WORK"/cg-dir | sed -n 's/^c\?fn=//p' | awk '!seen[$0]++' >"$WORK/ran"
-awk 'NR == FNR {t[$0] = 1; next} ($0 in t)' "$WORK/text-symbols" "$WORK/ran" >"$OUT"
-python3 - "$AGENT" "$OUT" <<'PY'
-import subprocess, sys
-ran = set(open(sys.argv[2]).read().split())
-text = ran_bytes = n = 0
-for line in subprocess.run(["nm", "--defined-only", "-S", sys.argv[1]], capture_output=True, text=True).stdout.splitlines():
-    f = line.split()
-    if len(f) == 4 and f[2] in "tTwW":
-        n += 1; text += int(f[1], 16)
-        ran_bytes += int(f[1], 16) if f[3] in ran else 0
-print(f"wrote {sys.argv[2]}: {len(ran)} functions ran, {ran_bytes >> 10} KiB of code, of {n} functions and {text >> 10} KiB in the text")
-PY
+order write "$AGENT" "$OUT" "$WORK/cg-kube" "$WORK/cg-dir"
