@@ -1,0 +1,410 @@
+//! Walks over a value and its type, as structured-merge-diff's `typed` package does
+//! them (v4.4.1): the field set of a value, the merge of an applied configuration into
+//! a live object, the comparison of two objects, and the removal of items.
+
+use crate::fieldpath::{Path, Pe, Set};
+use crate::schema::{Atom, ListKind, MapAtom, Type};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Structured-merge-diff's value equality: deep, and numbers by value (`1 == 1.0`).
+pub fn value_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| value_eq(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| value_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// The path element of a list item (None: an item the list kind cannot hold, e.g. a
+/// keyed item without a key field and without a default for it).
+pub fn item_pe(elem: &Type, kind: &ListKind, item: &Value) -> Option<Pe> {
+    match kind {
+        ListKind::Atomic => None,
+        ListKind::Set => match item {
+            Value::Object(_) | Value::Array(_) | Value::Null => None,
+            v => Some(Pe::value(v)),
+        },
+        ListKind::Keys(keys) => {
+            let m = item.as_object()?;
+            let strukt = elem.strukt();
+            let mut fields = Vec::new();
+            for k in keys.iter() {
+                match m.get(k) {
+                    Some(v) => fields.push((k.clone(), v.clone())),
+                    None => {
+                        let def = strukt.as_ref().and_then(|s| s.field(k)).and_then(|f| f.default.clone())?;
+                        fields.push((k.clone(), def));
+                    }
+                }
+            }
+            Some(Pe::key(fields))
+        }
+    }
+}
+
+fn is_empty_map(v: &Value) -> bool {
+    v.as_object().is_some_and(Map::is_empty)
+}
+
+/// The set of fields `value` sets (structured-merge-diff's `ToFieldSet`): scalars,
+/// atomic values, list items, undeclared map keys, and declared fields that are `null`
+/// or an empty map are members; a declared field with content is only a path to them.
+pub fn to_field_set(value: &Value, ty: &Type) -> Set {
+    walk_set(value, ty).0
+}
+
+fn walk_set(value: &Value, ty: &Type) -> (Set, bool) {
+    match ty.atom(Some(value)) {
+        Atom::Scalar(_) => (Set::new(), true),
+        Atom::List(_, ListKind::Atomic) => (Set::new(), true),
+        Atom::List(elem, kind) => {
+            let mut set = Set::new();
+            let Some(items) = value.as_array() else { return (set, false) };
+            let pes: Vec<Option<Pe>> = items.iter().map(|i| item_pe(&elem, &kind, i)).collect();
+            for (i, item) in items.iter().enumerate() {
+                let Some(pe) = &pes[i] else { continue };
+                let duplicate = pes.iter().filter(|p| p.as_ref() == Some(pe)).count() > 1;
+                set.insert_member(pe.clone());
+                if !duplicate {
+                    set.insert_child(pe.clone(), walk_set(item, &elem).0);
+                }
+            }
+            (set, false)
+        }
+        Atom::Map(m) if m.atomic => (Set::new(), true),
+        Atom::Map(m) => {
+            let mut set = Set::new();
+            let Some(obj) = value.as_object() else { return (set, false) };
+            for (k, v) in obj {
+                let (cty, declared) = m.child(k);
+                let (cs, member) = walk_set(v, &cty);
+                let pe = Pe::Field(k.clone());
+                if member || v.is_null() || is_empty_map(v) || !declared {
+                    set.insert_member(pe.clone());
+                }
+                set.insert_child(pe, cs);
+            }
+            (set, false)
+        }
+    }
+}
+
+/// What the merge does at a leaf.
+trait Rule {
+    fn leaf(&mut self, path: &Path, lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value>;
+    fn after_item(&mut self, _path: &Path, _lhs: Option<&Value>, _rhs: Option<&Value>) {}
+}
+
+struct KeepRhs;
+
+impl Rule for KeepRhs {
+    fn leaf(&mut self, _: &Path, lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value> {
+        rhs.or(lhs).cloned()
+    }
+}
+
+/// The merge of `config` (an applied configuration) into `live`: `config`'s values win,
+/// nothing is removed, atomic values are replaced whole, keyed lists merged item by item.
+pub fn merge(live: &Value, config: &Value, ty: &Type) -> Value {
+    walk_merge(&mut KeepRhs, &mut Vec::new(), Some(live), Some(config), ty).unwrap_or(Value::Object(Map::new()))
+}
+
+/// The paths that differ between two objects.
+#[derive(Debug, Default, Clone)]
+pub struct Comparison {
+    /// In `rhs` only.
+    pub added: Set,
+    /// In `lhs` only.
+    pub removed: Set,
+    /// Leaves with different values.
+    pub modified: Set,
+}
+
+impl Comparison {
+    /// Nothing differs.
+    pub fn is_same(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.modified.is_empty()
+    }
+}
+
+impl Rule for Comparison {
+    fn leaf(&mut self, path: &Path, lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value> {
+        match (lhs, rhs) {
+            (None, _) => self.added.insert(path),
+            (_, None) => self.removed.insert(path),
+            (Some(l), Some(r)) if !value_eq(l, r) => self.modified.insert(path),
+            _ => {}
+        }
+        rhs.or(lhs).cloned()
+    }
+
+    fn after_item(&mut self, path: &Path, lhs: Option<&Value>, rhs: Option<&Value>) {
+        match (lhs, rhs) {
+            (None, _) => self.added.insert(path),
+            (_, None) => self.removed.insert(path),
+            _ => {}
+        }
+    }
+}
+
+/// Compares `lhs` (old) with `rhs` (new).
+pub fn compare(lhs: &Value, rhs: &Value, ty: &Type) -> Comparison {
+    let mut c = Comparison::default();
+    walk_merge(&mut c, &mut Vec::new(), Some(lhs), Some(rhs), ty);
+    c
+}
+
+fn walk_merge(rule: &mut dyn Rule, path: &mut Path, lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type) -> Option<Value> {
+    let atom = ty.atom(rhs.or(lhs));
+    let out = match atom {
+        Atom::Scalar(_) => return rule.leaf(path, lhs, rhs),
+        Atom::List(elem, kind) => {
+            let l = lhs.and_then(Value::as_array).filter(|a| !a.is_empty());
+            let r = rhs.and_then(Value::as_array).filter(|a| !a.is_empty());
+            if kind == ListKind::Atomic || (l.is_none() && r.is_none()) {
+                return rule.leaf(path, lhs, rhs);
+            }
+            merge_list(rule, path, l.map(Vec::as_slice).unwrap_or(&[]), r.map(Vec::as_slice).unwrap_or(&[]), &elem, &kind)
+        }
+        Atom::Map(m) => {
+            let l = lhs.and_then(Value::as_object).filter(|o| !o.is_empty());
+            let r = rhs.and_then(Value::as_object).filter(|o| !o.is_empty());
+            if m.atomic || (l.is_none() && r.is_none()) {
+                return rule.leaf(path, lhs, rhs);
+            }
+            merge_map(rule, path, l, r, &m)
+        }
+    };
+    rule.after_item(path, lhs, rhs);
+    out
+}
+
+fn merge_map(rule: &mut dyn Rule, path: &mut Path, l: Option<&Map<String, Value>>, r: Option<&Map<String, Value>>, m: &MapAtom) -> Option<Value> {
+    let mut keys: Vec<&String> = l.into_iter().flat_map(|o| o.keys()).collect();
+    keys.extend(r.into_iter().flat_map(|o| o.keys()));
+    keys.sort();
+    keys.dedup();
+    let mut out = Map::new();
+    for k in keys {
+        let (cty, _) = m.child(k);
+        path.push(Pe::Field(k.clone()));
+        if let Some(v) = walk_merge(rule, path, l.and_then(|o| o.get(k)), r.and_then(|o| o.get(k)), &cty) {
+            out.insert(k.clone(), v);
+        }
+        path.pop();
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// Keyed and set lists, item order as structured-merge-diff v4.4.1 builds it: the
+/// applied order for items both sides hold, live-only items kept where they were.
+fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], elem: &Arc<Type>, kind: &ListKind) -> Option<Value> {
+    let index = |items: &[Value]| -> (Vec<Pe>, Vec<(Pe, Option<Value>)>) {
+        let mut pes = Vec::new();
+        let mut seen: Vec<(Pe, Option<Value>)> = Vec::new();
+        for item in items {
+            let Some(pe) = item_pe(elem, kind, item) else { continue };
+            match seen.iter_mut().find(|(p, _)| *p == pe) {
+                Some(slot) => slot.1 = None,
+                None => seen.push((pe.clone(), Some(item.clone()))),
+            }
+            pes.push(pe);
+        }
+        (pes, seen)
+    };
+    let (rpes, robs) = index(r);
+    let (lpes, lobs) = index(l);
+    let get = |obs: &[(Pe, Option<Value>)], pe: &Pe| obs.iter().find(|(p, _)| p == pe).map(|(_, v)| v.clone());
+    let mut shared: std::collections::VecDeque<Pe> = rpes.iter().filter(|p| get(&lobs, p).is_some()).cloned().collect();
+    let mut next_shared = shared.pop_front();
+    let mut merged_rhs: Vec<Pe> = Vec::new();
+    let mut out = Vec::new();
+    let item = |rule: &mut dyn Rule, path: &mut Path, pe: &Pe, lc: Option<Value>, rc: Option<Value>, out: &mut Vec<Value>| {
+        path.push(pe.clone());
+        if let Some(v) = walk_merge(rule, path, lc.as_ref(), rc.as_ref(), elem) {
+            out.push(v);
+        }
+        path.pop();
+    };
+    let (mut li, mut ri) = (0, 0);
+    while li < lpes.len() || ri < rpes.len() {
+        if li < lpes.len() && ri < rpes.len() {
+            let pe = lpes[li].clone();
+            if pe == rpes[ri] {
+                merged_rhs.push(pe.clone());
+                let lc = get(&lobs, &pe).flatten();
+                let rc = get(&robs, &pe).flatten();
+                item(rule, path, &pe, lc, rc, &mut out);
+                li += 1;
+                ri += 1;
+                next_shared = shared.pop_front();
+                continue;
+            }
+            if get(&robs, &pe).is_some() && next_shared.as_ref().is_some_and(|n| *n != pe) {
+                li += 1;
+                continue;
+            }
+        }
+        if li < lpes.len() {
+            let pe = lpes[li].clone();
+            if get(&robs, &pe).is_none() {
+                item(rule, path, &pe, Some(l_item(l, elem, kind, li)), None, &mut out);
+                li += 1;
+                continue;
+            } else if merged_rhs.contains(&pe) {
+                li += 1;
+            }
+        }
+        if ri < rpes.len() {
+            let pe = rpes[ri].clone();
+            merged_rhs.push(pe.clone());
+            let lc = get(&lobs, &pe).flatten();
+            let rc = get(&robs, &pe).flatten();
+            item(rule, path, &pe, lc, rc, &mut out);
+            ri += 1;
+            if next_shared.as_ref() == Some(&pe) {
+                next_shared = shared.pop_front();
+            }
+        }
+    }
+    (!out.is_empty()).then_some(Value::Array(out))
+}
+
+/// The `li`-th item of `l` that has a path element (items without one were skipped).
+fn l_item(l: &[Value], elem: &Type, kind: &ListKind, li: usize) -> Value {
+    l.iter().filter(|i| item_pe(elem, kind, i).is_some()).nth(li).cloned().unwrap_or(Value::Null)
+}
+
+/// `value` without the items and fields `set` names (structured-merge-diff's
+/// `RemoveItems`). A map or list left empty becomes `null`, as there.
+pub fn remove_items(value: &Value, set: &Set, ty: &Type) -> Value {
+    remove_rec(value, set, ty).unwrap_or(Value::Null)
+}
+
+fn remove_rec(value: &Value, set: &Set, ty: &Type) -> Option<Value> {
+    match ty.atom(Some(value)) {
+        Atom::Scalar(_) => Some(value.clone()),
+        Atom::List(elem, kind) => {
+            let items = value.as_array().filter(|a| !a.is_empty())?;
+            if kind == ListKind::Atomic {
+                return None;
+            }
+            let mut out = Vec::new();
+            for item in items {
+                let Some(pe) = item_pe(&elem, &kind, item) else {
+                    out.push(item.clone());
+                    continue;
+                };
+                if set.has(std::slice::from_ref(&pe)) {
+                    continue;
+                }
+                match set.with_prefix(&pe).filter(|s| !s.is_empty()) {
+                    Some(sub) => out.push(remove_rec(item, sub, &elem).unwrap_or(Value::Null)),
+                    None => out.push(item.clone()),
+                }
+            }
+            (!out.is_empty()).then_some(Value::Array(out))
+        }
+        Atom::Map(m) => {
+            let obj = value.as_object().filter(|o| !o.is_empty())?;
+            if m.atomic {
+                return None;
+            }
+            let mut out = Map::new();
+            for (k, v) in obj {
+                let pe = Pe::Field(k.clone());
+                if set.has(std::slice::from_ref(&pe)) {
+                    continue;
+                }
+                let v = match set.with_prefix(&pe).filter(|s| !s.is_empty()) {
+                    Some(sub) => remove_rec(v, sub, &m.child(k).0).unwrap_or(Value::Null),
+                    None => v.clone(),
+                };
+                out.insert(k.clone(), v);
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+    }
+}
+
+/// `set` plus every declared struct field that is on the way to one of its members
+/// (structured-merge-diff's `EnsureNamedFieldsAreMembers`).
+pub fn ensure_named_fields(set: &Set, ty: &Type) -> Set {
+    let mut out = Set::new();
+    for pe in set.members() {
+        out.insert_member(pe.clone());
+    }
+    let strukt = ty.strukt();
+    for (pe, child) in set.children() {
+        let cty = match pe {
+            Pe::Field(name) => {
+                if strukt.as_ref().is_some_and(|s| s.field(name).is_some()) {
+                    out.insert_member(pe.clone());
+                }
+                match ty.atom(None) {
+                    Atom::Map(m) => m.child(name).0,
+                    _ => match ty {
+                        Type::Deduced => Type::Deduced,
+                        _ => continue,
+                    },
+                }
+            }
+            _ => match ty {
+                Type::List(e, _) => (**e).clone(),
+                Type::Deduced => Type::Deduced,
+                _ => continue,
+            },
+        };
+        out.insert_child(pe.clone(), ensure_named_fields(child, &cty));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Schema;
+    use serde_json::json;
+
+    fn deploy() -> Type {
+        Schema::builtin("apps/v1", "Deployment").unwrap().root
+    }
+
+    #[test]
+    fn field_set_of_keyed_lists_defaults_and_atomic_values() {
+        let obj = json!({"metadata": {"labels": {"app": "web"}, "finalizers": ["a/b"]},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "strategy": {},
+                "template": {"metadata": {"creationTimestamp": null},
+                    "spec": {"containers": [{"name": "main", "ports": [{"containerPort": 80}], "env": []}], "tolerations": [{"key": "x"}]}}}});
+        let set = to_field_set(&obj, &deploy());
+        assert_eq!(
+            set.to_fields_v1(),
+            json!({"f:metadata": {"f:finalizers": {"v:\"a/b\"": {}}, "f:labels": {"f:app": {}}},
+                "f:spec": {"f:selector": {}, "f:strategy": {}, "f:template": {"f:metadata": {"f:creationTimestamp": {}},
+                    "f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {".": {}, "f:name": {}, "f:ports": {
+                        "k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}}}, "f:tolerations": {}}}}})
+        );
+    }
+
+    #[test]
+    fn merge_keeps_live_items_and_replaces_atomic_values() {
+        let live = json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "a", "env": [{"name": "DEBUG", "value": "1"}]}],
+            "tolerations": [{"key": "x", "tolerationSeconds": 30}]}}}});
+        let cfg = json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "b", "env": [{"name": "MODE", "value": "p"}]}],
+            "tolerations": [{"key": "x"}]}}}});
+        let out = merge(&live, &cfg, &deploy());
+        assert_eq!(out["spec"]["template"]["spec"]["containers"][0]["image"], "b");
+        assert_eq!(out["spec"]["template"]["spec"]["containers"][0]["env"], json!([{"name": "DEBUG", "value": "1"}, {"name": "MODE", "value": "p"}]));
+        assert_eq!(out["spec"]["template"]["spec"]["tolerations"], json!([{"key": "x"}]));
+        let c = compare(&live, &out, &deploy());
+        assert!(!c.is_same());
+        assert!(compare(&out, &out, &deploy()).is_same());
+    }
+}
