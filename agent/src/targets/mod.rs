@@ -128,6 +128,9 @@ pub enum Action {
     /// Apply: the object belongs to another drover source; not applied, not in this
     /// source's inventory, never pruned by it (see `message`).
     Conflict,
+    /// Apply: the object is being deleted (`deletionTimestamp` set, held by finalizers);
+    /// not applied (see `message`: since when, which finalizers); recreated once gone.
+    Terminating,
 }
 
 impl Action {

@@ -10,10 +10,12 @@
 //! by [`super::list::PAGE`] with `limit`/`continue`, parsed one item at a time) per kind and namespace of the group, and a GET for
 //! objects not in it (new, deleted, or not labelled: drover's label was removed or never
 //! there). Each live object of this source is compared with the apply body
-//! ([`super::compare`]): when drover's field manager already owns exactly the body's fields
-//! with the body's values the object is `unchanged` and not sent at all, so a resync of
-//! an unchanged cluster writes nothing. A new bundle digest changes every object (its
-//! `drover.dev/digest` annotation), so its first apply still sends every object, in order.
+//! ([`super::compare`]): when a forced apply by drover's field manager would change
+//! neither the object nor anyone's fields, the object is `unchanged` and not sent at
+//! all, so a resync of an unchanged cluster writes nothing, and a new bundle writes only
+//! the objects whose content changed (objects do not carry the bundle digest). An object
+//! being deleted is `terminating` and not sent. An object holding fields kubectl left
+//! (adoption) first gets them folded into drover's own entry ([`fold_adopted`]).
 //!
 //! Change detection of what is sent: the `resourceVersion` read before is compared with
 //! the one the apply returns. The API server does not write (and does not bump
@@ -32,6 +34,7 @@ use serde_json::{json, Value};
 
 use super::compare;
 use super::discovery::{ResolveError, Resolved};
+use super::schemas::{self, Schemas};
 use super::list;
 use super::owner::{adopted_message, conflict_message, owner_of, Owner};
 use super::retry::with_retry;
@@ -44,24 +47,81 @@ const SERVER_FIELDS: &[&str] = &["resourceVersion", "uid", "creationTimestamp", 
 
 type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
 
-/// What the apply needs to know about a live object: its version, its owner, and whether
-/// applying the body would change nothing.
+/// What the apply needs to know about a live object: its version, its owner, whether
+/// applying the body would change nothing, whether it is being deleted, and the managed
+/// fields to write first when drover takes over what kubectl left ([`fold_adopted`]).
 #[derive(Debug, Clone)]
 struct Live {
     resource_version: String,
     owner: Owner,
     unchanged: bool,
+    terminating: Option<String>,
+    fold: Option<Value>,
 }
 
 impl Live {
     /// Reads `live` (as the API server returns it) against the apply `body` of the same
     /// object.
-    fn read(live: &Value, body: &Value, req: &ApplyRequest) -> Live {
+    fn read(live: &Value, body: &Value, schema: &drover_ssa::Schema, req: &ApplyRequest) -> Live {
         let owner = owner_of(live, &req.source);
-        let unchanged = owner == Owner::This && compare::unchanged(body, live, &req.field_manager);
+        let unchanged = owner == Owner::This && compare::unchanged(schema, body, live, &req.field_manager);
         let resource_version = live.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        Live { resource_version, owner, unchanged }
+        let terminating = compare::terminating(live).then(|| terminating_message(live));
+        let fold = (!matches!(owner, Owner::Other(_))).then(|| fold_adopted(live, &req.field_manager)).flatten();
+        Live { resource_version, owner, unchanged, terminating, fold }
     }
+}
+
+/// `Terminating since T (finalizers: a, b)`.
+fn terminating_message(live: &Value) -> String {
+    let since = live.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).unwrap_or("?");
+    let finalizers: Vec<&str> = live.pointer("/metadata/finalizers").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let age = jiff::Timestamp::now().duration_since(since.parse::<jiff::Timestamp>().unwrap_or(jiff::Timestamp::now()));
+    let secs = age.as_secs().max(0) as u64;
+    format!(
+        "Terminating since {since} ({} ago), held by finalizers [{}]: not applied; recreated once it is gone",
+        humantime::format_duration(Duration::from_secs(secs)),
+        finalizers.join(", ").chars().filter(|c| !c.is_control()).take(300).collect::<String>()
+    )
+}
+
+/// The managed fields `live` should have before drover's apply when it holds entries of
+/// [`compare::ADOPTED_MANAGERS`] (what `kubectl create/apply` and clients older than
+/// server-side apply left): their fields join drover's own Apply entry, so the apply
+/// that follows removes every field of theirs the bundle does not set, as Flux does.
+/// None when there is nothing to fold.
+fn fold_adopted(live: &Value, manager: &str) -> Option<Value> {
+    let leftovers = compare::leftover_managers(live);
+    if leftovers.is_empty() {
+        return None;
+    }
+    let entries = drover_ssa::server::read_entries(live).ok()?;
+    let mut mine: Option<drover_ssa::server::Entry> = None;
+    let mut kept = Vec::new();
+    let mut taken = drover_ssa::fieldpath::Set::new();
+    for e in entries {
+        if e.subresource.is_none() && leftovers.contains(&e.manager) {
+            taken = taken.union(&e.set);
+        } else if e.manager == manager && e.operation == "Apply" && e.subresource.is_none() {
+            mine = Some(e);
+        } else {
+            kept.push(e);
+        }
+    }
+    let api_version = live["apiVersion"].as_str().unwrap_or_default().to_string();
+    let mut mine = mine.unwrap_or(drover_ssa::server::Entry {
+        manager: manager.into(),
+        operation: "Apply".into(),
+        api_version,
+        time: live.pointer("/metadata/creationTimestamp").and_then(Value::as_str).map(str::to_string),
+        subresource: None,
+        set: drover_ssa::fieldpath::Set::new(),
+    });
+    mine.set = mine.set.union(&taken);
+    kept.push(mine);
+    let mut holder = json!({"metadata": {}});
+    drover_ssa::server::write_entries(&mut holder, &kept);
+    holder.pointer("/metadata/managedFields").cloned()
 }
 
 /// (apiVersion, kind, namespace): what one LIST reads.
@@ -77,7 +137,7 @@ fn known_key(o: &PlannedObject, res: &Resolved) -> ListKey {
 /// One labelled LIST (paged) per (kind, namespace) of the group, at most `concurrency`
 /// at a time. Only the verdicts on the group's objects are kept, page by page. A LIST
 /// that fails leaves its (remaining) objects to individual GETs.
-async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, resolved: &Resolutions) -> Known {
+async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, resolved: &Resolutions, schemas: &Schemas) -> Known {
     let mut wanted: HashMap<ListKey, (&Resolved, HashMap<&str, &PlannedObject>)> = HashMap::new();
     for o in &group.objects {
         if let Some(Ok(res)) = resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
@@ -86,18 +146,28 @@ async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, reso
             }
         }
     }
-    let futs = wanted.into_iter().map(|(key, (res, objects))| list_one(t, req, key, res, objects));
+    let futs = wanted.into_iter().map(|(key, (res, objects))| {
+        let schema = schemas.get(&(key.0.clone(), key.1.clone())).cloned().unwrap_or_else(drover_ssa::Schema::deduced);
+        list_one(t, req, key, res, objects, schema)
+    });
     stream::iter(futs).buffer_unordered(t.opts.concurrency.max(1)).collect().await
 }
 
-async fn list_one(t: &KubeTarget, req: &ApplyRequest, key: ListKey, res: &Resolved, objects: HashMap<&str, &PlannedObject>) -> (ListKey, HashMap<String, Live>) {
+async fn list_one(
+    t: &KubeTarget,
+    req: &ApplyRequest,
+    key: ListKey,
+    res: &Resolved,
+    objects: HashMap<&str, &PlannedObject>,
+    schema: drover_ssa::Schema,
+) -> (ListKey, HashMap<String, Live>) {
     let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
     let mut found = HashMap::new();
     let verdict = |live: Value| {
         let Some(o) = live.pointer("/metadata/name").and_then(Value::as_str).and_then(|n| objects.get(n)) else { return };
         // The desired object is parsed only now, for the compare, and dropped after it.
         if let Ok(value) = o.value() {
-            found.insert(o.id.name.clone(), Live::read(&live, &desired(value, req, res.namespaced), req));
+            found.insert(o.id.name.clone(), Live::read(&live, &desired(value, req, res.namespaced), &schema, req));
         }
     };
     if let Err(f) = list::for_each(t, res, key.2.as_deref(), &selector, verdict).await {
@@ -135,22 +205,23 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
     ApplyReport { outcomes }
 }
 
-/// The kinds of `group`, resolved (discovery).
-async fn resolve_group(t: &KubeTarget, group: &OrderGroup) -> Resolutions {
+/// The kinds of `group`, resolved (discovery), and their schemas.
+async fn resolve_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> (Resolutions, Schemas) {
     let mut resolved: Resolutions = HashMap::new();
     for o in &group.objects {
         if let std::collections::hash_map::Entry::Vacant(slot) = resolved.entry((o.id.api_version.clone(), o.id.kind.clone())) {
             slot.insert(t.resolver.resolve(&o.id.api_version, &o.id.kind).await);
         }
     }
-    resolved
+    let schemas = schemas::for_group(t, req, group, &resolved).await;
+    (resolved, schemas)
 }
 
 /// Per object of `group`, in order: true when the resync compare vouches that applying it
 /// would change nothing (read with the same LISTs as before an apply; nothing sent).
 pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> Vec<bool> {
-    let resolved = resolve_group(t, group).await;
-    let known = list_known(t, req, group, &resolved).await;
+    let (resolved, schemas) = resolve_group(t, req, group).await;
+    let known = list_known(t, req, group, &resolved, &schemas).await;
     group
         .objects
         .iter()
@@ -163,13 +234,13 @@ pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &
 
 /// Applies one group; the outcomes and how many applies were sent.
 async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> (Vec<ObjectOutcome>, usize) {
-    let resolved = resolve_group(t, group).await;
-    let known = list_known(t, req, group, &resolved).await;
+    let (resolved, schemas) = resolve_group(t, req, group).await;
+    let known = list_known(t, req, group, &resolved, &schemas).await;
     crate::memory::mark("listed");
-    let (resolved, known) = (&resolved, &known);
+    let (resolved, known, schemas) = (&resolved, &known, &schemas);
     // Futures are made as the stream needs them: at most `concurrency` exist at a time
     // (10,000 of them made up front took ~10 MiB).
-    let futs = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known));
+    let futs = group.objects.iter().map(|o| apply_one(t, req, o, resolved, known, schemas));
     let results: Vec<(ObjectOutcome, bool)> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
     let sent = results.iter().filter(|(_, sent)| *sent).count();
     (results.into_iter().map(|(o, _)| o).collect(), sent)
@@ -177,7 +248,7 @@ async fn apply_group(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup) -> 
 
 /// Applies one object unless the compare found it unchanged; the outcome and whether
 /// an apply was sent.
-async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, resolved: &Resolutions, known: &Known) -> (ObjectOutcome, bool) {
+async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, resolved: &Resolutions, known: &Known, schemas: &Schemas) -> (ObjectOutcome, bool) {
     let id = &obj.id;
     let fail = |m: String| (ObjectOutcome::with(id.clone(), Action::Failed, m), false);
     let res = match resolved.get(&(id.api_version.clone(), id.kind.clone())) {
@@ -197,14 +268,27 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     let before = match listed {
         Some(live) => Some(live),
         None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => o.and_then(|o| serde_json::to_value(o).ok()).map(|o| Live::read(&o, &body, req)),
+            Ok(o) => o.and_then(|o| serde_json::to_value(o).ok()).map(|o| {
+                let schema = schemas.get(&(id.api_version.clone(), id.kind.clone())).cloned().unwrap_or_else(drover_ssa::Schema::deduced);
+                Live::read(&o, &body, &schema, req)
+            }),
             Err(f) => return fail(format!("reading before apply: {f}")),
         },
     };
     match &before {
         Some(Live { owner: Owner::Other(other), .. }) => return (ObjectOutcome::with(id.clone(), Action::Conflict, conflict_message(other)), false),
+        Some(Live { terminating: Some(m), .. }) => return (ObjectOutcome::with(id.clone(), Action::Terminating, m.clone()), false),
         Some(Live { unchanged: true, .. }) => return (ObjectOutcome::new(id.clone(), Action::Unchanged), false),
         _ => {}
+    }
+    if let Some(fields) = before.as_ref().and_then(|l| l.fold.clone()) {
+        let rv = before.as_ref().map(|l| l.resource_version.clone()).unwrap_or_default();
+        let fold = json!({"metadata": {"resourceVersion": rv, "managedFields": fields}});
+        let params = PatchParams { field_manager: Some(req.field_manager.clone()), ..Default::default() };
+        let fold = Patch::Merge(&fold);
+        if let Err(f) = with_retry(&t.opts.retry, || api.patch(&id.name, &params, &fold)).await {
+            return (ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {}", f.message)), true);
+        }
     }
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {
@@ -230,8 +314,10 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     (outcome, true)
 }
 
-/// The apply body: the bundle's object with drover's label and annotations, without
-/// server-owned metadata (and without a namespace on a cluster-scoped kind).
+/// The apply body: the bundle's object with drover's label and source annotation, without
+/// server-owned metadata (and without a namespace on a cluster-scoped kind). The bundle
+/// digest is not written on objects: a new bundle then writes only the objects whose
+/// content changed (the digest lives in the state record, docs/kubernetes.md).
 pub fn desired(value: Value, req: &ApplyRequest, namespaced: bool) -> Value {
     let mut v = value;
     if !v.get("metadata").is_some_and(Value::is_object) {
@@ -244,11 +330,7 @@ pub fn desired(value: Value, req: &ApplyRequest, namespaced: bool) -> Value {
     if !namespaced {
         meta.remove("namespace");
     }
-    for (key, k, val) in [
-        ("labels", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE),
-        ("annotations", media::ANN_OBJ_SOURCE, req.source.as_str()),
-        ("annotations", media::ANN_OBJ_DIGEST, req.digest.as_str()),
-    ] {
+    for (key, k, val) in [("labels", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE), ("annotations", media::ANN_OBJ_SOURCE, req.source.as_str())] {
         let m = meta.entry(key).or_insert_with(|| json!({}));
         if !m.is_object() {
             *m = json!({});
@@ -331,7 +413,7 @@ mod tests {
         let d = desired(v, &req, false);
         assert_eq!(d["metadata"]["labels"], json!({"x": "y", "app.kubernetes.io/managed-by": "drover"}));
         assert_eq!(d["metadata"]["annotations"]["drover.dev/source"], "r.example/x:prod");
-        assert_eq!(d["metadata"]["annotations"]["drover.dev/digest"], "sha256:ab");
+        assert!(d["metadata"]["annotations"].get("drover.dev/digest").is_none(), "a new digest alone must not change objects");
         assert!(d["metadata"].get("resourceVersion").is_none());
         assert!(d["metadata"].get("namespace").is_none());
     }

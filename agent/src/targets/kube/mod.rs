@@ -20,6 +20,7 @@ pub mod list;
 pub mod owner;
 pub mod prune;
 pub mod retry;
+pub mod schemas;
 pub mod state;
 pub mod wait;
 
