@@ -60,7 +60,7 @@ impl State {
         };
         let mut new = live.clone();
         new["spec"]["replicas"] = json!(replicas);
-        let stored = self.finish_update(res, &live, new, opts, false);
+        let stored = self.finish_update(res, &live, new, opts, None)?;
         Ok(scale_of(&stored))
     }
 }

@@ -273,6 +273,7 @@ fn resource_op(
         dry_run: query.get("dryRun") == Some("All"),
         force: query.get("force") == Some("true"),
         subresource: t.sub.clone(),
+        field_validation: query.get("fieldValidation").map(str::to_string),
     };
     if let (Some("scale"), Some(name)) = (t.sub.as_deref(), &t.name) {
         return scale_op(state, method, t, name, ct, bytes, &opts).map(|v| Reply::Json(200, v));

@@ -49,6 +49,9 @@ pub struct WriteOpts {
     pub force: bool,
     /// Subresource (`status`) or none.
     pub subresource: Option<String>,
+    /// `fieldValidation`: `Strict` refuses undeclared fields; `Warn` (the default) and
+    /// `Ignore` drop them.
+    pub field_validation: Option<String>,
 }
 
 /// Everything the server keeps.
@@ -119,6 +122,7 @@ impl State {
                 dry_run: false,
                 force: false,
                 subresource: None,
+                field_validation: None,
             };
             let _ = s.create(&ns, None, body, &opts);
         }
@@ -299,6 +303,7 @@ impl State {
             "resourceVersion",
             "managedFields",
             "deletionTimestamp",
+            "deletionGracePeriodSeconds",
             "generateName",
             "selfLink",
         ] {
@@ -386,7 +391,18 @@ impl State {
     /// Replaces an object's status (a controller's write): bumps resourceVersion only
     /// when the status changes.
     pub fn write_status(&mut self, res: &ResourceInfo, k: &Key, status: Value) -> Option<Value> {
+        let schema = self.schema(res);
         let obj = self.objects.get_mut(k)?;
+        // Stored as the server stores it (a zero time as null, and so on).
+        let mut status = {
+            let mut probe = obj.clone();
+            probe["status"] = status;
+            drover_ssa::server::normalize(&schema, &mut probe);
+            probe["status"].take()
+        };
+        if status.is_null() {
+            status = json!({});
+        }
         if obj["status"] == status {
             return Some(Self::present(res, obj));
         }
