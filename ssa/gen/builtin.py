@@ -45,7 +45,7 @@ SPECIAL = {
     "metav1.Duration": "Str", "Duration": "Str",
     "types.UID": "Str", "types.NodeName": "Str",
     "runtime.RawExtension": "Deduced",
-    "JSON": "Untyped",
+    "JSON": "Untyped", "JSONSchemaPropsOrArray": "Untyped", "JSONSchemaPropsOrBool": "Untyped", "JSONSchemaPropsOrStringArray": "Untyped",
     "metav1.FieldsV1": "Untyped", "FieldsV1": "Untyped",
 }
 BASIC = {"string": "Str", "bool": "Bool", "int": "Int", "int32": "Int", "int64": "Int",

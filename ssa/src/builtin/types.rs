@@ -2744,16 +2744,16 @@ pub static TYPES: &[T] = &[
         F { name: "maxProperties", ty: Ty::Int, go: G::Ptr, omit: true, def: None },
         F { name: "minProperties", ty: Ty::Int, go: G::Ptr, omit: true, def: None },
         F { name: "required", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None },
-        F { name: "items", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray"), go: G::Ptr, omit: true, def: None },
+        F { name: "items", ty: Ty::Untyped, go: G::Ptr, omit: true, def: None },
         F { name: "allOf", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), R::Atomic), go: G::Slice, omit: true, def: None },
         F { name: "oneOf", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), R::Atomic), go: G::Slice, omit: true, def: None },
         F { name: "anyOf", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), R::Atomic), go: G::Slice, omit: true, def: None },
         F { name: "not", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), go: G::Ptr, omit: true, def: None },
         F { name: "properties", ty: Ty::Map(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), false), go: G::Map, omit: true, def: None },
-        F { name: "additionalProperties", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool"), go: G::Ptr, omit: true, def: None },
+        F { name: "additionalProperties", ty: Ty::Untyped, go: G::Ptr, omit: true, def: None },
         F { name: "patternProperties", ty: Ty::Map(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), false), go: G::Map, omit: true, def: None },
-        F { name: "dependencies", ty: Ty::Map(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray"), false), go: G::Map, omit: true, def: None },
-        F { name: "additionalItems", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool"), go: G::Ptr, omit: true, def: None },
+        F { name: "dependencies", ty: Ty::Map(&Ty::Untyped, false), go: G::Map, omit: true, def: None },
+        F { name: "additionalItems", ty: Ty::Untyped, go: G::Ptr, omit: true, def: None },
         F { name: "definitions", ty: Ty::Map(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), false), go: G::Map, omit: true, def: None },
         F { name: "externalDocs", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation"), go: G::Ptr, omit: true, def: None },
         F { name: "example", ty: Ty::Untyped, go: G::Ptr, omit: true, def: None },
@@ -2765,12 +2765,6 @@ pub static TYPES: &[T] = &[
         F { name: "x-kubernetes-list-type", ty: Ty::Str, go: G::Ptr, omit: true, def: None },
         F { name: "x-kubernetes-map-type", ty: Ty::Str, go: G::Ptr, omit: true, def: None },
         F { name: "x-kubernetes-validations", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule"), R::Keys(&["rule"])), go: G::Slice, omit: true, def: None },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray", atomic: false, fields: &[
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool", atomic: false, fields: &[
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray", atomic: false, fields: &[
     ] },
     T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.SelectableField", atomic: false, fields: &[
         F { name: "jsonPath", ty: Ty::Str, go: G::Val, omit: false, def: None },
