@@ -44,7 +44,7 @@ impl Backlog {
     /// says what happened, that it was not recorded and what to do; the first such failure
     /// per reason joins the attempts (and the log).
     pub fn not_written(&mut self, e: &RecordError, db: &Path) {
-        let blank = AttemptSummary { digest: None, sequence: None, result: AttemptResult::Failed, reason: String::new(), at: String::new() };
+        let blank = AttemptSummary { digest: None, sequence: None, result: AttemptResult::Failed, reason: String::new(), at: String::new(), writes: None };
         let last = self.state.last_attempt.clone().unwrap_or(blank);
         let what = if last.reason.is_empty() { last.result.to_string() } else { format!("{} ({})", last.result, last.reason) };
         let reason = format!(
@@ -67,7 +67,7 @@ mod tests {
     use super::*;
 
     fn summary(result: AttemptResult, reason: &str) -> AttemptSummary {
-        AttemptSummary { digest: Some("sha256:aa".into()), sequence: Some(7), result, reason: reason.into(), at: "t".into() }
+        AttemptSummary { digest: Some("sha256:aa".into()), sequence: Some(7), result, reason: reason.into(), at: "t".into(), writes: None }
     }
 
     #[test]

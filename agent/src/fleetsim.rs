@@ -114,6 +114,7 @@ fn observed(digest: &str) -> Observed {
             result: AttemptResult::Applied,
             reason: String::new(),
             at: drover_proto::time::now_rfc3339(),
+            writes: None,
         }),
         ..Default::default()
     }

@@ -25,6 +25,7 @@ pub struct Metrics {
     drift: Counter,
     verification_failures: Family<Labels, Counter>,
     health: Family<Labels, Gauge>,
+    api_writes: Family<Labels, Counter>,
     leader: Gauge,
     held: Gauge,
     drifted: Gauge,
@@ -52,6 +53,7 @@ impl Metrics {
             drift: Counter::default(),
             verification_failures: Family::default(),
             health: Family::default(),
+            api_writes: Family::default(),
             leader: Gauge::default(),
             held: Gauge::default(),
             drifted: Gauge::default(),
@@ -71,6 +73,10 @@ impl Metrics {
         registry.register("prunes_refused", "Prunes refused by the safety valve", m.prunes_refused.clone());
         registry.register("drift_corrections", "Objects changed back by a resync of an unchanged bundle", m.drift.clone());
         registry.register("verification_failures", "Bundles refused, by reason", m.verification_failures.clone());
+        registry.register("api_writes", "Writes sent to the target's API server, by verb (POST create, PUT update, PATCH, DELETE); an unchanged resync sends none", m.api_writes.clone());
+        for verb in ["create", "update", "patch", "delete"] {
+            let _ = m.api_writes.get_or_create(&l(&[("verb", verb)]));
+        }
         registry.register("health", "Health of the applied state after the last apply (1 for the current state: Healthy, Progressing, Degraded)", m.health.clone());
         registry.register("leader", "1 when this agent leads its cluster or runs without leader election, 0 on standby", m.leader.clone());
         registry.register(
@@ -156,6 +162,13 @@ impl Metrics {
     /// Counts drift corrections.
     pub fn drift(&self, n: u64) {
         self.drift.inc_by(n);
+    }
+
+    /// Counts the writes an attempt sent.
+    pub fn api_writes(&self, w: &crate::record::Writes) {
+        for (verb, n) in [("create", w.create), ("update", w.update), ("patch", w.patch), ("delete", w.delete)] {
+            self.api_writes.get_or_create(&l(&[("verb", verb)])).inc_by(n);
+        }
     }
 
     /// Counts a refused bundle.

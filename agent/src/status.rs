@@ -128,6 +128,9 @@ impl Status {
             if !a.reason.is_empty() {
                 out += &format!("reason:        {}\n", a.reason);
             }
+            if let Some(w) = a.writes {
+                out += &format!("writes:        {} (create {}, update {}, patch {}, delete {})\n", w.total(), w.create, w.update, w.patch, w.delete);
+            }
         }
         out
     }

@@ -62,6 +62,8 @@ fn update_changes_and_adds(env: &Env) {
     assert_eq!(cm["data"]["value"], "2");
     assert!(env.get("configmap", "extra").is_some());
     assert_eq!(Env::action(&attempt, "Deployment", "web").0, "unchanged", "{attempt:#}");
+    let patches = attempt["writes"]["patch"].as_u64().expect("the attempt counts its writes");
+    assert!(patches >= 2, "settings and extra were applied: {attempt:#}");
     assert_eq!(Env::action(&attempt, "Namespace", &env.ns).0, "unchanged", "{attempt:#}");
     assert_eq!(env.get("deployment", "web").unwrap()["metadata"]["resourceVersion"], web_rv, "the unchanged Deployment was not written");
     assert_eq!(env.status()["appliedDigest"], d2.as_str());

@@ -36,6 +36,9 @@ fn resync_writes_nothing(env: &Env) {
     assert_eq!(attempt["drift"], 0, "{attempt:#}");
     let changed: Vec<&Value> = attempt["objects"].as_array().unwrap().iter().filter(|o| o["action"] != "unchanged").collect();
     assert!(changed.is_empty(), "an unchanged cluster: every object unchanged, got {changed:#?}");
+    // What the agent itself counted, on the fake and on a real cluster alike.
+    assert_eq!(attempt["writes"], serde_json::json!({"create": 0, "update": 0, "patch": 0, "delete": 0}), "{attempt:#}");
+    assert_eq!(env.status()["lastAttempt"]["writes"]["patch"], 0);
     if let Some(fake) = env.cluster.fake_server() {
         let sent: Vec<String> = fake
             .requests()

@@ -17,6 +17,7 @@ impl Pipeline {
             result: AttemptResult::Applied,
             reason: extra.reason,
             at: now_rfc3339(),
+            writes: None,
         };
         let attempt = Attempt {
             id: 0,
@@ -60,6 +61,7 @@ impl Pipeline {
             result,
             reason: e.message().to_string(),
             at: now_rfc3339(),
+            writes: None,
         };
         // Repeats of the same outcome (a registry outage, a refused tag) are not appended.
         let attempt = unless_repeat(state, &summary, at.stage, at.resync).map(|a| Attempt { objects, ..a });
@@ -89,7 +91,15 @@ impl Pipeline {
     /// Records `summary` as the last attempt (and `attempt` in the history) and publishes
     /// it. When the state database cannot take it, the attempt is `Failed` (stage
     /// `record`) and everything is kept in memory until it can ([`Pipeline::state`]).
-    pub(super) fn save(&mut self, state: &SourceState, summary: AttemptSummary, attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
+    pub(super) fn save(&mut self, state: &SourceState, mut summary: AttemptSummary, mut attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
+        if let (Some(now), Some(start)) = (self.target.writes(), self.writes_start.take()) {
+            let sent = now.since(&start);
+            self.shared.metrics.api_writes(&sent);
+            summary.writes = Some(sent);
+            if let Some(a) = attempt.as_mut() {
+                a.summary.writes = Some(sent);
+            }
+        }
         let mut state = state.clone();
         state.last_attempt = Some(summary);
         let mut b = self.unsaved.take().unwrap_or_default();

@@ -69,6 +69,8 @@ pub struct Pipeline {
     pub drift_mode: DriftMode,
     /// The newest verified bundle not applied because of a hold: (digest, sequence).
     waiting: Option<(String, u64)>,
+    /// The target's write count when the current attempt started.
+    writes_start: Option<crate::record::Writes>,
     fingerprint: String,
     last_apply: Option<Instant>,
     rejected: Option<(String, &'static str)>,
@@ -115,6 +117,7 @@ impl Pipeline {
             hold: Gate::default(),
             drift_mode: DriftMode::Correct,
             waiting: None,
+            writes_start: None,
             last_apply: None,
             rejected: None,
             unsaved: None,
@@ -189,6 +192,7 @@ impl Pipeline {
                     result: AttemptResult::Unchanged,
                     reason: String::new(),
                     at: now_rfc3339(),
+                    writes: None,
                 });
             });
             return CycleOutcome { result: AttemptResult::Unchanged, unreachable: false };
@@ -242,6 +246,7 @@ impl Pipeline {
             result: AttemptResult::Held,
             reason: format!("held by {}: {}; {what}", hold.by, hold.reason),
             at: now_rfc3339(),
+            writes: None,
         };
         let attempt = unless_repeat(state, &summary, at.stage, at.resync);
         self.save(state, summary, attempt, AttemptResult::Held, false)
@@ -251,6 +256,7 @@ impl Pipeline {
     /// target's record ([`recall`]).
     async fn process(&mut self, digest: String, state: SourceState, note: Option<String>, hold: Option<Hold>) -> CycleOutcome {
         crate::memory::mark("process");
+        self.writes_start = self.target.writes();
         let (state, recall_note) = recall::recall(self.target.as_ref(), state).await;
         let notes: Vec<String> = note.into_iter().chain(recall_note).collect();
         let resync = state.applied_digest.as_deref() == Some(digest.as_str());
@@ -398,7 +404,7 @@ impl Pipeline {
         if n > 0 {
             tracing::warn!("{reason}");
         }
-        let summary = AttemptSummary { digest: Some(req.digest.clone()), sequence: Some(req.sequence), result: AttemptResult::Unchanged, reason, at: now_rfc3339() };
+        let summary = AttemptSummary { digest: Some(req.digest.clone()), sequence: Some(req.sequence), result: AttemptResult::Unchanged, reason, at: now_rfc3339(), writes: None };
         // Recorded when what drifted changes, not on every resync.
         let attempt = unless_repeat(&state, &summary, at.stage, true).map(|a| Attempt { drift: n, ..a });
         self.last_apply = Some(Instant::now());

@@ -403,6 +403,12 @@ pub trait Target: Send + Sync {
     /// Short description for logs and status (`dir:/srv/out`, `kube`).
     fn describe(&self) -> String;
 
+    /// The writes sent to the target's API so far, when it counts them (the kube target);
+    /// the pipeline records the difference per attempt.
+    fn writes(&self) -> Option<crate::record::Writes> {
+        None
+    }
+
     /// Whether objects of `kind` in `api_version` are cluster-scoped on this target, when
     /// the target can tell (the kube target asks discovery); `Ok(None)` (the default): it
     /// cannot (unknown kind); `Err`: asking failed (worth retrying). The plan stage asks it

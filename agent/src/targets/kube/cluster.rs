@@ -58,6 +58,8 @@ pub struct KubeTarget {
     /// The in-cluster record last read or written per source ([`super::state`]): a
     /// write that would only move `appliedAt` is not sent.
     pub(super) records: std::sync::Mutex<std::collections::HashMap<String, TargetRecord>>,
+    /// Writes sent through `client` and `own` ([`super::writes`]).
+    pub(super) writes: super::writes::WriteCounter,
 }
 
 impl KubeTarget {
@@ -74,7 +76,18 @@ impl KubeTarget {
     /// one for the bundle's objects (impersonating when `opts.impersonate` is set).
     fn from_config(config: Config, opts: KubeOptions) -> Result<Self, TargetError> {
         let cluster = config.cluster_url.to_string();
-        let build = |c: Config| Client::try_from(c).map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")));
+        let writes = super::writes::WriteCounter::default();
+        let build = |c: Config| -> Result<Client, TargetError> {
+            let counter = writes.clone();
+            let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+                counter.observe(&req);
+                req
+            });
+            Ok(kube::client::ClientBuilder::try_from(c)
+                .map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")))?
+                .with_layer(&count)
+                .build())
+        };
         // kube picks the aws-lc-rs rustls provider itself when none is installed.
         let own = build(config.clone())?;
         let client = match &opts.impersonate {
@@ -87,7 +100,7 @@ impl KubeTarget {
             }
             None => own.clone(),
         };
-        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default() })
+        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default(), writes })
     }
 
     /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API

@@ -23,6 +23,7 @@ pub mod retry;
 pub mod schemas;
 pub mod state;
 pub mod wait;
+pub mod writes;
 
 use std::time::Duration;
 
@@ -37,6 +38,10 @@ impl Target for KubeTarget {
             Some(user) => format!("kube ({} as {user})", self.cluster),
             None => format!("kube ({})", self.cluster),
         }
+    }
+
+    fn writes(&self) -> Option<crate::record::Writes> {
+        Some(self.writes.total())
     }
 
     fn cluster_scoped<'a>(&'a self, api_version: &'a str, kind: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
