@@ -338,7 +338,8 @@ impl Pipeline {
         let applied = without_conflicts.as_ref().unwrap_or(&req);
         at.stage = "wait";
         crate::memory::mark(at.stage);
-        let health = wait::wait(target.as_ref(), applied, self.health_timeout).await;
+        let mut health = wait::wait(target.as_ref(), applied, self.health_timeout).await;
+        terminating_health(&mut health, &report.outcomes);
         at.stage = "prune";
         crate::memory::mark(at.stage);
         let changed = report.changed();
@@ -500,6 +501,21 @@ fn without(req: &ApplyRequest, drop: &BTreeSet<Key>) -> ApplyRequest {
     }
     r.groups.retain(|g| !g.objects.is_empty());
     r
+}
+
+/// Objects the apply found being deleted (`terminating`) are not as the bundle wants
+/// them: listed as unhealthy (Progressing: they come back once gone) in status, history
+/// and the fleet report.
+fn terminating_health(health: &mut crate::targets::HealthReport, outcomes: &[ObjectOutcome]) {
+    for o in outcomes.iter().filter(|o| o.action == Action::Terminating) {
+        if health.objects.iter().any(|h| h.object == o.object) {
+            continue;
+        }
+        health.objects.push(crate::targets::ObjectHealth { object: o.object.clone(), health: Health::Progressing, message: o.message.clone() });
+        if health.health == Health::Healthy {
+            health.health = Health::Progressing;
+        }
+    }
 }
 
 fn push_unique(inv: &mut Vec<ObjectRef>, id: &ObjectRef) {

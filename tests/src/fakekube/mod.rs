@@ -31,6 +31,7 @@ pub mod server;
 pub mod shared;
 pub mod status;
 pub mod store;
+pub mod strategic;
 pub mod util;
 pub mod validate;
 pub mod watch;

@@ -365,9 +365,13 @@ fn resource_op(
                     let ops = parse_body(bytes, "json")?;
                     Ok(Reply::Json(200, state.patch_json(&t.res, ns, name, &ops, &opts)?))
                 }
-                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                "application/merge-patch+json" => {
                     let patch = parse_body(bytes, "json")?;
                     Ok(Reply::Json(200, state.patch_merge(&t.res, ns, name, &patch, &opts)?))
+                }
+                "application/strategic-merge-patch+json" => {
+                    let patch = parse_body(bytes, "json")?;
+                    Ok(Reply::Json(200, state.patch_strategic(&t.res, ns, name, &patch, &opts)?))
                 }
                 other => Err(ApiError::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json, application/apply-patch+yaml (got {other:?})"))),
             }

@@ -155,6 +155,21 @@ impl State {
         self.finish_update(res, &live, new, opts, None)
     }
 
+    /// PATCH with a strategic merge patch (built-in kinds; a custom resource gets the
+    /// real server's 415).
+    pub fn patch_strategic(&mut self, res: &ResourceInfo, ns: Option<&str>, name: &str, patch: &Value, opts: &WriteOpts) -> Result<Value, ApiError> {
+        if res.custom {
+            return Err(ApiError::new(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"));
+        }
+        let live = self.live(res, ns, name)?;
+        let mut new = live.clone();
+        super::strategic::apply(&mut new, patch, &self.schema(res).root).map_err(|e| ApiError::bad_request(e))?;
+        self.check_identity(res, ns, Some(name), &new)?;
+        validate::object(res, name, &new)?;
+        self.check_fields(res, &new, opts)?;
+        self.finish_update(res, &live, new, opts, None)
+    }
+
     /// PATCH with an RFC 6902 JSON patch.
     pub fn patch_json(&mut self, res: &ResourceInfo, ns: Option<&str>, name: &str, ops: &Value, opts: &WriteOpts) -> Result<Value, ApiError> {
         let live = self.live(res, ns, name)?;

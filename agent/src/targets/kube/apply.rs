@@ -72,17 +72,12 @@ impl Live {
     }
 }
 
-/// `Terminating since T (finalizers: a, b)`.
+/// `Terminating for 5m (since T), held by finalizers [a, b]: not applied; ...`.
 fn terminating_message(live: &Value) -> String {
-    let since = live.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).unwrap_or("?");
-    let finalizers: Vec<&str> = live.pointer("/metadata/finalizers").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-    let age = jiff::Timestamp::now().duration_since(since.parse::<jiff::Timestamp>().unwrap_or(jiff::Timestamp::now()));
-    let secs = age.as_secs().max(0) as u64;
-    format!(
-        "Terminating since {since} ({} ago), held by finalizers [{}]: not applied; recreated once it is gone",
-        humantime::format_duration(Duration::from_secs(secs)),
-        finalizers.join(", ").chars().filter(|c| !c.is_control()).take(300).collect::<String>()
-    )
+    match super::wait::check_object("", "", live) {
+        super::wait::Check::Pending(m) => format!("{m}: not applied; recreated once it is gone"),
+        _ => "Terminating: not applied".into(),
+    }
 }
 
 /// The managed fields `live` should have before drover's apply when it holds entries of

@@ -58,6 +58,10 @@ fn observed(v: &Value) -> Option<Check> {
 
 /// Evaluates one object (as returned by the server).
 pub fn check_object(group: &str, kind: &str, v: &Value) -> Check {
+    if let Some(since) = v.pointer("/metadata/deletionTimestamp").and_then(Value::as_str) {
+        // Being deleted: not what the bundle wants; recreated once its finalizers let go.
+        return Check::Pending(terminating(v, since));
+    }
     match (group, kind) {
         ("apps", "Deployment") => deployment(v),
         ("apps", "StatefulSet") => statefulset(v),
@@ -66,6 +70,26 @@ pub fn check_object(group: &str, kind: &str, v: &Value) -> Check {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(v),
         _ => Check::Ready,
     }
+}
+
+/// `Terminating for 5m 3s (since T), held by finalizers [a, b]`.
+fn terminating(v: &Value, since: &str) -> String {
+    let finalizers: Vec<String> = v
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|f| f.chars().filter(|c| !c.is_control()).take(100).collect())
+        .collect();
+    let age = since
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .map(|t| std::time::Duration::from_secs(jiff::Timestamp::now().duration_since(t).as_secs().max(0) as u64))
+        .map(|d| humantime::format_duration(d).to_string())
+        .unwrap_or_else(|| "?".into());
+    let since: String = since.chars().filter(|c| !c.is_control()).take(40).collect();
+    format!("Terminating for {age} (since {since}), held by finalizers [{}]", finalizers.join(", "))
 }
 
 fn deployment(v: &Value) -> Check {
