@@ -163,7 +163,7 @@ impl State {
         }
         let live = self.live(res, ns, name)?;
         let mut new = live.clone();
-        super::strategic::apply(&mut new, patch, &self.schema(res).root).map_err(|e| ApiError::bad_request(e))?;
+        super::strategic::apply(&mut new, patch, &self.schema(res).root).map_err(ApiError::bad_request)?;
         self.check_identity(res, ns, Some(name), &new)?;
         validate::object(res, name, &new)?;
         self.check_fields(res, &new, opts)?;
