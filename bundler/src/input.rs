@@ -23,6 +23,7 @@ use drover_proto::object::{ObjectRef, BUILTIN_CLUSTER_SCOPED};
 use serde_json::Value;
 
 mod canonical;
+pub mod fights;
 pub use canonical::canonical_yaml;
 
 /// Size and count limits on input (defaults fit what an agent accepts by default).
@@ -317,6 +318,7 @@ impl Collector {
             let yaml = canonical_yaml(&value);
             out.insert(id, Collected { yaml, value, source: at });
         }
+        self.warnings.extend(fights::check(&out));
         Ok(Finished { objects: out, warnings: self.warnings })
     }
 

@@ -115,6 +115,17 @@ pub fn warn(message: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
 }
 
+/// Prints `warnings`; with `strict` any warning is an error (`--strict`).
+pub fn warnings<'a>(warnings: impl IntoIterator<Item = &'a String>, strict: bool) -> anyhow::Result<()> {
+    let mut n = 0;
+    for w in warnings {
+        warn(w);
+        n += 1;
+    }
+    anyhow::ensure!(!strict || n == 0, "{n} warning(s) above and --strict: fix them (or drop --strict)");
+    Ok(())
+}
+
 /// Prints a progress or status line on stderr (never panics, even when stderr is closed).
 pub fn note(message: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "{message}");

@@ -336,3 +336,39 @@ fn out_dir_rules_and_single_cluster_type() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(files(&out), ["lab/manifests/app/ConfigMap.core.values.yaml"]);
 }
+
+/// Objects that would fight a controller the same bundle sets up (issue 24): a
+/// Deployment's `spec.replicas` under an HPA, an aggregated ClusterRole's `rules`. `drover
+/// build` (and render, publish) warns naming both objects; `--strict` refuses. The
+/// example platform has none (its HPA owns the model server's replicas).
+#[test]
+fn fights_between_objects_are_warned_and_strict_refuses() {
+    let t = tmp();
+    let dir = t.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("app.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: nginx}]}\n---\n\
+apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web, namespace: shop}\nspec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n  maxReplicas: 10\n---\n\
+apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: monitoring-view}\naggregationRule:\n  clusterRoleSelectors: [{matchLabels: {rbac.example.com/aggregate-to-monitoring: \"true\"}}]\nrules: []\n",
+    )
+    .unwrap();
+    let out_dir = format!("oci:{}", t.path().join("layout").display());
+    let args = ["build", dir.to_str().unwrap(), "--out", out_dir.as_str(), "--sequence", "1"];
+    let o = drover_tests::run("drover", &args, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("HorizontalPodAutoscaler shop/web scales Deployment shop/web") && o.stderr.contains("spec.replicas (3)"), "{}", o.stderr);
+    assert!(o.stderr.contains("ClusterRole monitoring-view has an aggregationRule and also sets rules"), "{}", o.stderr);
+    let strict_out = t.path().join("layout-strict");
+    let strict_arg = format!("oci:{}", strict_out.display());
+    let o = drover_tests::run("drover", &["build", dir.to_str().unwrap(), "--out", strict_arg.as_str(), "--sequence", "1", "--strict"], &[]);
+    assert_ne!(o.code, 0, "{}", o.stdout);
+    assert!(o.stderr.contains("--strict"), "{}", o.stderr);
+    assert!(!strict_out.exists(), "nothing written under --strict");
+
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
+    for env in ["dev", "staging", "prod"] {
+        let o = render(&example, env, &t.path().join(format!("r-{env}")), &["--strict"]);
+        assert_eq!(o.code, 0, "the example platform has no fight ({env}): {}", o.stderr);
+    }
+}

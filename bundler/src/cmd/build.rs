@@ -10,13 +10,18 @@ use drover_proto::{time, Reference, Repo};
 use serde::Serialize;
 
 use crate::input::{load_dir, Loaded};
-use crate::output::{warn, Report, Text};
+use crate::output::{Report, Text};
 
 /// The flags that describe a bundle (shared by `build` and `push`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct BundleArgs {
     /// Directory of rendered YAML (every *.yaml/*.yml, recursively).
     pub dir: PathBuf,
+    /// Treat every warning as an error: known fights between objects (spec.replicas of a
+    /// workload an autoscaler scales, rules of an aggregated ClusterRole), namespaces
+    /// removed from cluster-scoped objects.
+    #[arg(long)]
+    pub strict: bool,
     /// Sequence number (strictly increasing per repository); default: now, in Unix seconds.
     #[arg(long)]
     pub sequence: Option<u64>,
@@ -86,9 +91,7 @@ impl BundleArgs {
         let start = std::time::Instant::now();
         refuse_render_output(&self.dir)?;
         let loaded = load_dir(&self.dir, &self.cluster_scoped_kinds).context("reading the input")?;
-        for w in &loaded.warnings {
-            warn(w);
-        }
+        crate::output::warnings(&loaded.warnings, self.strict)?;
         tracing::debug!(files = loaded.files, objects = loaded.objects.len(), read_ms = start.elapsed().as_millis() as u64, "read the input");
         Ok(loaded)
     }

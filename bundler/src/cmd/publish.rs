@@ -54,6 +54,11 @@ pub struct Args {
     /// Publish an empty bundle for cluster types with no workload assigned (else an error).
     #[arg(long)]
     pub allow_empty: bool,
+    /// Treat every warning as an error: known fights between objects (spec.replicas of a
+    /// workload an autoscaler scales, rules of an aggregated ClusterRole), namespaces
+    /// removed from cluster-scoped objects.
+    #[arg(long)]
+    pub strict: bool,
     /// Emergency: publish without the previous environment's release record (recorded).
     #[arg(long)]
     pub skip_promotion_gate: bool,
@@ -218,11 +223,7 @@ pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
 
     // Render and build everything first (all or nothing), in parallel.
     let rendered = tokio::task::block_in_place(|| platform.render(&args.env, None))?;
-    for t in &rendered {
-        for w in &t.warnings {
-            warn(w);
-        }
-    }
+    crate::output::warnings(rendered.iter().flat_map(|t| &t.warnings), args.strict)?;
     let empty: Vec<&str> = rendered.iter().filter(|t| t.workloads.is_empty()).map(|t| t.name.as_str()).collect();
     anyhow::ensure!(
         empty.is_empty() || args.allow_empty,

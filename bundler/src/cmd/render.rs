@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::output::{warn, write_dir_atomically, Report, Text};
+use crate::output::{write_dir_atomically, Report, Text};
 use crate::platform::{Platform, RenderedType};
 
 /// Arguments of `drover render`.
@@ -28,6 +28,11 @@ pub struct Args {
     /// Replace a non-empty output directory.
     #[arg(long)]
     pub force: bool,
+    /// Treat every warning as an error: known fights between objects (spec.replicas of a
+    /// workload an autoscaler scales, rules of an aggregated ClusterRole), namespaces
+    /// removed from cluster-scoped objects.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// One cluster type written by `render`.
@@ -76,11 +81,7 @@ pub async fn run(args: Args) -> anyhow::Result<RenderReport> {
     }
     let platform = Platform::load(&args.platform)?;
     let rendered = platform.render(&args.env, args.cluster_type.as_deref())?;
-    for t in &rendered {
-        for w in &t.warnings {
-            warn(w);
-        }
-    }
+    crate::output::warnings(rendered.iter().flat_map(|t| &t.warnings), args.strict)?;
     write_all(&args.out, &rendered)?;
     let results: Vec<TypeResult> = rendered
         .iter()
