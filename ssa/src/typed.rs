@@ -162,7 +162,10 @@ pub fn compare(lhs: &Value, rhs: &Value, ty: &Type) -> Comparison {
 }
 
 fn walk_merge(rule: &mut dyn Rule, path: &mut Path, lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type) -> Option<Value> {
-    let atom = ty.atom(rhs.or(lhs));
+    // A `null` side takes the other side's shape (structured-merge-diff keeps every
+    // possible shape for a null and prefers a map): a map removed down to nothing is
+    // still a map, its key not a changed leaf.
+    let atom = ty.atom(rhs.filter(|v| !v.is_null()).or(lhs.filter(|v| !v.is_null())).or(rhs).or(lhs));
     let out = match atom {
         Atom::Scalar(_) => return rule.leaf(path, lhs, rhs),
         Atom::List(elem, kind) => {
