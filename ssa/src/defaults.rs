@@ -109,6 +109,19 @@ pub fn apply(schema: &Schema, object: &mut Value) {
                 }
             }
         }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            if let Some(spec) = child(o, "spec") {
+                set_default(spec, "failurePolicy", json!("Fail"));
+                if let Some(mc) = spec.get_mut("matchConstraints").and_then(Value::as_object_mut) {
+                    set_default(mc, "matchPolicy", json!("Equivalent"));
+                    set_default(mc, "namespaceSelector", json!({}));
+                    set_default(mc, "objectSelector", json!({}));
+                    for r in each(mc, "resourceRules") {
+                        set_default(r, "scope", json!("*"));
+                    }
+                }
+            }
+        }
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") => {
             let mutating = kind.starts_with("Mutating");
             for w in each(o, "webhooks") {
@@ -322,6 +335,22 @@ fn volume(v: &mut Map<String, Value>) {
     }
     if let Some(h) = v.get_mut("hostPath").and_then(Value::as_object_mut) {
         set_default(h, "type", json!(""));
+    }
+    // Inside atomic lists (downward API items, projected sources): the server's defaults
+    // are part of the value drover owns.
+    let field_refs = |items: Option<&mut Value>| {
+        for item in items.and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(fr) = item.get_mut("fieldRef").and_then(Value::as_object_mut) {
+                set_default(fr, "apiVersion", json!("v1"));
+            }
+        }
+    };
+    field_refs(v.get_mut("downwardAPI").and_then(|d| d.get_mut("items")));
+    for src in v.get_mut("projected").and_then(|p| p.get_mut("sources")).and_then(Value::as_array_mut).into_iter().flatten() {
+        field_refs(src.get_mut("downwardAPI").and_then(|d| d.get_mut("items")));
+        if let Some(t) = src.get_mut("serviceAccountToken").and_then(Value::as_object_mut) {
+            set_default(t, "expirationSeconds", json!(3600));
+        }
     }
 }
 
