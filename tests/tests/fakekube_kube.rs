@@ -524,3 +524,83 @@ async fn apply_roundtrip_scenario(env: drover_tests::fakekube::KubeEnv) {
 }
 
 drover_tests::kube_scenario!(async apply_roundtrip => apply_roundtrip_scenario);
+
+/// Field management as a real API server does it, through the kube client: keyed lists
+/// (a second applier's container, a conflict named with its item selector), a set
+/// (another manager's finalizer survives drover's re-apply), an atomic map (an edit takes
+/// it whole), a replace carrying managedFields (kept), a field the schema does not have
+/// (refused), deletion held by a finalizer. On the fake and (ignored unless
+/// DROVER_E2E_KUBECONFIG) a real cluster.
+async fn server_field_management_scenario(env: drover_tests::fakekube::KubeEnv) {
+    let client = env.client().await;
+    let ns = env.unique_name("fk-fields");
+    namespace(&client, &ns).await;
+    let deps: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kube::api::ApiResource::erase::<Deployment>(&()));
+    let d = |containers: Value, extra: Value| {
+        let mut v = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": containers}}}});
+        if let (Some(v), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            for (k, x) in e {
+                if k == "metadata" {
+                    for (mk, mv) in x.as_object().unwrap() {
+                        v["metadata"].as_object_mut().unwrap().insert(mk.clone(), mv.clone());
+                    }
+                } else {
+                    v.insert(k.clone(), x.clone());
+                }
+            }
+        }
+        v
+    };
+    let mine = d(json!([{"name": "main", "image": "nginx:1", "ports": [{"containerPort": 80}]}]), json!({"metadata": {"finalizers": ["example.com/drover"]}}));
+    deps.patch("web", &ssa("drover"), &Patch::Apply(&mine)).await.expect("apply");
+
+    // Another applier's own container: merged, no conflict.
+    deps.patch("web", &ssa("mesh"), &Patch::Apply(d(json!([{"name": "proxy", "image": "envoy:1"}]), json!({})))).await.expect("no conflict on another item");
+    // The same item's image with another value: a conflict named by its key.
+    let err = deps.patch("web", &ssa("mesh"), &Patch::Apply(d(json!([{"name": "main", "image": "evil:1"}]), json!({})))).await.unwrap_err();
+    let (code, _, msg) = api_err(err);
+    assert_eq!(code, 409);
+    assert_eq!(msg, "Apply failed with 1 conflict: conflict with \"drover\": .spec.template.spec.containers[name=\"main\"].image");
+
+    // A controller adds its finalizer (an update): drover's re-apply keeps it (a set).
+    let live = deps.get("web").await.unwrap();
+    let mut edited = serde_json::to_value(&live).unwrap();
+    edited["metadata"]["finalizers"] = json!(["example.com/drover", "example.com/controller"]);
+    let pp = PostParams { field_manager: Some("a-controller".into()), ..Default::default() };
+    deps.replace("web", &pp, &serde_json::from_value(edited).unwrap()).await.expect("update");
+    let again = deps.patch("web", &ssa("drover"), &Patch::Apply(&mine)).await.unwrap();
+    let fin = serde_json::to_value(&again).unwrap()["metadata"]["finalizers"].clone();
+    assert_eq!(fin, json!(["example.com/drover", "example.com/controller"]), "both finalizers stay");
+    let v = serde_json::to_value(&again).unwrap();
+    let ports = &v["spec"]["template"]["spec"]["containers"][0]["ports"][0];
+    assert_eq!(ports["protocol"], "TCP", "defaulted");
+    let entry = v["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "drover").unwrap().clone();
+    assert!(
+        entry["fieldsV1"].pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"main\"}/f:ports/k:{\"containerPort\":80,\"protocol\":\"TCP\"}").is_some(),
+        "the port's key holds the defaulted protocol: {entry:#}"
+    );
+
+    // A replace that sets managedFields keeps them as sent.
+    let mut replaced = v.clone();
+    let mf = replaced["metadata"]["managedFields"].as_array().unwrap().iter().filter(|e| e["manager"] != "mesh").cloned().collect::<Vec<_>>();
+    replaced["metadata"]["managedFields"] = json!(mf);
+    let stored = deps.replace("web", &PostParams::default(), &serde_json::from_value(replaced).unwrap()).await.unwrap();
+    let managers: Vec<String> = stored.metadata.managed_fields.unwrap_or_default().into_iter().filter_map(|e| e.manager).collect();
+    assert!(!managers.contains(&"mesh".to_string()), "{managers:?}");
+
+    // A field the schema does not have is refused by an apply.
+    let (code, _, msg) = api_err(deps.patch("web", &ssa("drover"), &Patch::Apply(d(json!([{"name": "main", "image": "nginx:1"}]), json!({"spec": {"bogus": 1}})))).await.unwrap_err());
+    assert!(code == 400 || code == 422 || code == 500, "{code} {msg}");
+    assert!(msg.contains("bogus"), "{msg}");
+
+    // Deleting an object with finalizers leaves it Terminating.
+    deps.delete("web", &DeleteParams::default()).await.unwrap();
+    let held = deps.get("web").await.expect("still there");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    assert_eq!(api_err(deps.get("web").await.unwrap_err()).0, 404, "gone once the finalizers are");
+    Api::<Namespace>::all(client).delete(&ns, &DeleteParams::background()).await.expect("delete namespace");
+}
+
+drover_tests::kube_scenario!(async server_field_management => server_field_management_scenario);
