@@ -349,3 +349,40 @@ pub fn conflict_message(conflicts: &[(String, String)]) -> String {
     }
     lines.join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}, "data": data})
+    }
+
+    #[test]
+    fn first_apply_to_an_object_nobody_owned_records_before_first_apply() {
+        let schema = Schema::builtin("v1", "ConfigMap").unwrap();
+        let w = Write { manager: "drover", api_version: "v1", subresource: None, now: "t1" };
+        // An object whose managed fields were cleared (`[{}]`), as old clients left them.
+        let live = cm(json!({"a": "1", "b": "2"}));
+        let out = apply(&schema, Some(&live), &cm(json!({"a": "1"})), &w, false).unwrap();
+        let entries = read_entries(&out).unwrap();
+        let first = entries.iter().find(|e| e.manager == "before-first-apply").expect("recorded");
+        assert_eq!(first.operation, "Update");
+        assert_eq!(first.set.to_fields_v1(), json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}}));
+        // b is not drover's: it stays.
+        assert_eq!(out["data"], json!({"a": "1", "b": "2"}));
+    }
+
+    #[test]
+    fn status_of_a_status_subresource_kind_is_not_the_applys() {
+        let schema = Schema::builtin("apps/v1", "Deployment").unwrap();
+        let w = Write { manager: "drover", api_version: "apps/v1", subresource: None, now: "t1" };
+        let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"replicas": 9}});
+        let out = apply(&schema, None, &d, &w, false).unwrap();
+        assert_eq!(out["status"], json!({}), "a create starts without status");
+        let mine = &read_entries(&out).unwrap()[0];
+        assert!(mine.set.to_fields_v1().get("f:status").is_none());
+    }
+}
