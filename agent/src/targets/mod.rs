@@ -397,6 +397,37 @@ pub enum TargetError {
     },
 }
 
+/// Writes sent to the API server, by verb.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Writes {
+    /// POST.
+    pub create: u64,
+    /// PUT.
+    pub update: u64,
+    /// PATCH (server-side apply included).
+    pub patch: u64,
+    /// DELETE.
+    pub delete: u64,
+}
+
+impl Writes {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.create + self.update + self.patch + self.delete
+    }
+
+    /// `self - before`.
+    pub fn since(&self, before: &Writes) -> Writes {
+        Writes {
+            create: self.create.saturating_sub(before.create),
+            update: self.update.saturating_sub(before.update),
+            patch: self.patch.saturating_sub(before.patch),
+            delete: self.delete.saturating_sub(before.delete),
+        }
+    }
+}
+
 /// A place desired state is applied to. Implementations: [`dir::DirTarget`], and the
 /// Kubernetes target. Object-safe: use as `Arc<dyn Target>`.
 pub trait Target: Send + Sync {
@@ -405,7 +436,7 @@ pub trait Target: Send + Sync {
 
     /// The writes sent to the target's API so far, when it counts them (the kube target);
     /// the pipeline records the difference per attempt.
-    fn writes(&self) -> Option<crate::record::Writes> {
+    fn writes(&self) -> Option<Writes> {
         None
     }
 

@@ -13,14 +13,20 @@ use std::collections::BTreeMap;
 use drover_proto::object::ObjectRef;
 use serde_json::Value;
 
-use super::Collected;
+/// One object as the check sees it: its value and where it came from.
+pub struct Seen<'a> {
+    /// The parsed object.
+    pub value: &'a Value,
+    /// `FILE (document N)`.
+    pub source: &'a str,
+}
 
 /// The fights among `objects`, one warning each.
-pub fn check(objects: &BTreeMap<ObjectRef, Collected>) -> Vec<String> {
+pub fn check(objects: &BTreeMap<&ObjectRef, Seen>) -> Vec<String> {
     let mut out = Vec::new();
-    for (id, c) in objects {
+    for (&id, c) in objects {
         if let Some(target) = scaled_target(id, &c.value) {
-            let found = objects.iter().find(|(t, _)| {
+            let found = objects.iter().find(|(&t, _)| {
                 t.kind == target.kind && t.name == target.name && t.namespace == id.namespace && (target.group.is_none() || target.group.as_deref() == Some(t.group()))
             });
             if let Some((t, tc)) = found {

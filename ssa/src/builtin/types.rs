@@ -2,7 +2,7 @@
 // kubernetes/api 10b39a39bcee995dfe7cd5e8e7b922be5e46f1e2, kubernetes/apimachinery eed236ceee2c19c2753a3d93ac0631dc20750454,
 // kubernetes/apiextensions-apiserver 1aa2717a552ee6ca1e2a18f1f8ffccde981db923, kubernetes/kube-aggregator 232ca687ab24bc9f9a378cba74716b5f7d6b82eb.
 // Left out (fields of alpha/beta API types): io.k8s.api.batch.v1.JobSchedulingConfiguration.disruptionMode, io.k8s.api.batch.v1.JobSchedulingConfiguration.resourceClaims, io.k8s.api.batch.v1.JobSchedulingConfiguration.schedulingConstraints, io.k8s.api.batch.v1.JobSchedulingConfiguration.schedulingPolicy.
-use super::{F, G, R, T, Ty};
+use super::model::{F, G, R, T, Ty};
 
 /// Every struct type reachable from a built-in kind, sorted by name.
 pub static TYPES: &[T] = &[

@@ -40,7 +40,7 @@ impl Target for KubeTarget {
         }
     }
 
-    fn writes(&self) -> Option<crate::record::Writes> {
+    fn writes(&self) -> Option<crate::targets::Writes> {
         Some(self.writes.total())
     }
 

@@ -1,13 +1,13 @@
 //! The writes the kube target sends, counted where every request passes: a layer on its
 //! API clients counts each POST (create), PUT (update), PATCH (apply, merge patch) and
 //! DELETE, dry runs and leader-election lease renewals excepted. The pipeline records the
-//! difference per attempt ([`crate::record::Writes`]), so `status`, `/status`, history
+//! difference per attempt ([`crate::targets::Writes`]), so `status`, `/status`, history
 //! and `drover_api_writes_total` show what a resync sent on any cluster.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::record::Writes;
+use crate::targets::Writes;
 
 /// Counts of the writes sent so far (shared by the target's clients).
 #[derive(Clone, Default, Debug)]
