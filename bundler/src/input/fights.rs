@@ -25,7 +25,7 @@ pub struct Seen<'a> {
 pub fn check(objects: &BTreeMap<&ObjectRef, Seen>) -> Vec<String> {
     let mut out = Vec::new();
     for (&id, c) in objects {
-        if let Some(target) = scaled_target(id, &c.value) {
+        if let Some(target) = scaled_target(id, c.value) {
             let found = objects.iter().find(|(&t, _)| {
                 t.kind == target.kind && t.name == target.name && t.namespace == id.namespace && (target.group.is_none() || target.group.as_deref() == Some(t.group()))
             });
