@@ -78,6 +78,7 @@ impl BundleArgs {
             revision: self.revision.clone(),
             created,
             allow_mass_prune: self.allow_mass_prune,
+            workloads: Vec::new(),
         })
     }
 
