@@ -249,3 +249,92 @@ fn renderer_output_follows_the_template_rules() {
     let err = render_fails(&root, &out);
     assert!(err.contains("timeuot") && err.contains("workload.yaml"), "{err}");
 }
+
+/// The fenced code blocks (language, text) of the section of docs/platform.md whose
+/// heading starts with `heading`: the recipes are run as the documentation gives them.
+fn recipe(heading: &str) -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/platform.md")).unwrap();
+    let start = doc.find(heading).unwrap_or_else(|| panic!("docs/platform.md has no {heading:?}"));
+    let section = &doc[start + heading.len()..];
+    let end = ["\n### ", "\n#### ", "\n## "].iter().filter_map(|h| section.find(h)).min().unwrap_or(section.len());
+    let section = &section[..end];
+    let mut blocks = Vec::new();
+    let mut rest = section;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let (lang, body) = after.split_once('\n').unwrap();
+        let close = body.find("```").unwrap();
+        blocks.push((lang.trim().to_string(), body[..close].to_string()));
+        rest = &body[close + 3..];
+    }
+    blocks
+}
+
+/// A workload of the documented recipe: `workload.yaml` (the recipe's YAML block with its
+/// header) and the recipe's script at `script`.
+fn recipe_workload(root: &Path, name: &str, heading: &str, script: &str) {
+    let blocks = recipe(heading);
+    let yaml = &blocks.iter().find(|(l, t)| l == "yaml" && t.starts_with("spec:")).expect("a workload.yaml block").1;
+    let code = &blocks.iter().find(|(l, _)| l == "sh" || l == "python").expect("a script block").1;
+    write(root, &[(&format!("workloads/{name}/workload.yaml"), &format!("apiVersion: drover.dev/v1\nkind: Workload\n{yaml}")), (&format!("workloads/{name}/{script}"), code)]);
+    chmod_x(&root.join(format!("workloads/{name}/{script}")));
+}
+
+#[test]
+fn plain_script_recipe_renders_as_documented() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("p");
+    base(&root);
+    recipe_workload(&root, "reports", "#### Recipe: a plain script", "render.py");
+    write(&root, &[("cluster-types/edge.yaml", "apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata:\n  labels: {site: factory}\nworkloads:\n  reports: {shards: 3}\n")]);
+    let out = t.path().join("out");
+    render_ok(&root, "dev", &out);
+    let shards = |ct: &str| files(&out.join(ct).join("manifests/reports"));
+    assert_eq!(shards("cloud"), ["ConfigMap.core.shard-0.yaml", "ConfigMap.core.shard-1.yaml"]);
+    assert_eq!(shards("edge").len(), 3, "the cluster type's value reached the script");
+    assert_eq!(object(&out, "edge", "reports/ConfigMap.core.shard-2.yaml")["data"]["clusterType"], "edge");
+}
+
+/// A stand-in for `kustomize build DIR` (not installable here): the base's one
+/// Deployment (JSON), the generated patch merged into it, the kustomization's namespace.
+const FAKE_KUSTOMIZE: &str = r#"#!/usr/bin/env python3
+import json, pathlib, re, sys
+if sys.argv[1] == "version":
+    print("v5.4.3-standin")
+    sys.exit(0)
+d = pathlib.Path(sys.argv[2])
+ns = re.search(r"^namespace: (\S+)$", (d / "kustomization.yaml").read_text(), re.M).group(1)
+def merge(a, b):
+    for k, v in b.items():
+        a[k] = merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+    return a
+out = merge(json.loads((d / "base" / "deployment.yaml").read_text()), json.loads((d / "values-patch.json").read_text()))
+out["metadata"]["namespace"] = ns
+print(json.dumps(out))
+"#;
+
+#[test]
+fn kustomize_recipe_writes_the_values_as_a_patch() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("p");
+    base(&root);
+    recipe_workload(&root, "web", "#### Recipe: Kustomize", "render.sh");
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "web", "image": "web:1"}]}}}});
+    write(
+        &root,
+        &[
+            ("workloads/web/base/kustomization.yaml", "resources: [deployment.yaml]\n"),
+            ("workloads/web/base/deployment.yaml", &deployment.to_string()),
+            ("cluster-types/lab.yaml", "apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata:\n  labels: {site: cloud, legacy: \"yes\"}\nworkloads:\n  web: {spec: {replicas: 5}}\n"),
+            ("bin/kustomize", FAKE_KUSTOMIZE),
+        ],
+    );
+    chmod_x(&root.join("bin/kustomize"));
+    let path = format!("{}:{}", root.join("bin").display(), std::env::var("PATH").unwrap());
+    let out = t.path().join("out");
+    let o = run("drover", &["render", root.to_str().unwrap(), "--env", "dev", "--out", out.to_str().unwrap()], &[("PATH", &path)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let replicas = |ct: &str| object(&out, ct, "web/Deployment.apps.web.yaml")["spec"]["replicas"].clone();
+    assert_eq!((replicas("cloud"), replicas("lab")), (json!(2), json!(5)));
+    assert!(!out.join("edge/manifests/web").exists(), "the selector picks site: cloud only");
+}
