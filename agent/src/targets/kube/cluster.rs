@@ -58,6 +58,8 @@ pub struct KubeTarget {
     /// The in-cluster record last read or written per source ([`super::state`]): a
     /// write that would only move `appliedAt` is not sent.
     pub(super) records: std::sync::Mutex<std::collections::HashMap<String, TargetRecord>>,
+    /// The Events about this target's sources ([`super::events`]), with the agent's identity.
+    pub(super) events: super::events::Recorder,
 }
 
 impl KubeTarget {
@@ -87,7 +89,8 @@ impl KubeTarget {
             }
             None => own.clone(),
         };
-        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default() })
+        let events = super::events::Recorder::new(own.clone(), &opts.state_namespace);
+        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default(), events })
     }
 
     /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API
