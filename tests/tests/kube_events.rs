@@ -18,6 +18,7 @@ scenarios!(
     applied_and_rejected_bundles_show_in_kubectl_get_events,
     a_failure_on_every_poll_is_one_event_with_a_series_count,
     the_shipped_rbac_is_what_the_agent_needs_for_its_events,
+    drift_prune_refusal_and_hold_show_too,
 );
 
 /// The Events of the agent's namespace (core/v1, as `kubectl get events` reads them),
@@ -234,4 +235,41 @@ fn the_shipped_rbac_is_what_the_agent_needs_for_its_events(env: &Env) {
         assert_ne!(out.code, 0, "{what} must be forbidden");
         assert!(out.stderr.contains("forbidden"), "{what}: {}", out.stderr);
     }
+}
+
+fn drift_prune_refusal_and_hold_show_too(env: &Env) {
+    let cms: Vec<String> = ["a", "b", "c", "d"].iter().map(|n| env.configmap(n, "1", &[])).collect();
+    env.push(&[vec![env.namespace()], cms].concat(), &[]);
+    env.agent_ok(&[]);
+
+    // Someone changes a managed value: the resync puts it back, a DriftCorrected Warning.
+    env.kubectl_ok(&["patch", "configmap", "a", "-n", &env.ns, "--type", "merge", "-p", r#"{"data":{"value":"hand-edited"}}"#]);
+    env.agent_ok(&[]);
+    let events = agent_events(env);
+    let drift = with_reason(&events, "DriftCorrected");
+    assert_eq!(drift.len(), 1, "{events:#?}");
+    assert!(drift[0]["message"].as_str().unwrap().contains(&format!("ConfigMap {}/a", env.ns)), "{:#}", drift[0]);
+    assert_eq!(drift[0]["type"], "Warning");
+
+    // A bundle that drops 3 of 5 objects: the safety valve refuses, a PruneRefused Warning.
+    env.push(&[env.namespace(), env.configmap("a", "1", &[])], &[]);
+    env.agent_ok(&[]);
+    let events = agent_events(env);
+    let refused = with_reason(&events, "PruneRefused");
+    assert_eq!(refused.len(), 1, "{events:#?}");
+    assert!(refused[0]["message"].as_str().unwrap().contains("prune refused"), "{:#}", refused[0]);
+    assert!(env.get("configmap", "d").is_some(), "nothing deleted");
+
+    // The operator holds the agent: the next bundle waits, a Held Event says so.
+    env.kubectl_ok(&["annotate", "configmap", &state_name(&env.reference), "-n", &env.ns, "drover.dev/hold=change freeze"]);
+    let waiting = env.push(&[env.namespace(), env.configmap("a", "2", &[])], &[]);
+    env.agent_ok(&[]);
+    let events = agent_events(env);
+    let held = with_reason(&events, "Held");
+    assert_eq!(held.len(), 1, "{events:#?}");
+    let message = held[0]["message"].as_str().unwrap();
+    assert!(message.contains("change freeze") && message.contains(&waiting), "{message}");
+    // The state ConfigMap's uid is known by now: `kubectl describe` lists its Events.
+    let uid = env.get("configmap", &state_name(&env.reference)).unwrap()["metadata"]["uid"].clone();
+    assert_eq!(held[0]["involvedObject"]["uid"], uid, "{:#}", held[0]);
 }
