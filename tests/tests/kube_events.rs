@@ -11,7 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use drover_tests::run;
-use kube_support::{state_name, Env};
+use drover_tests::fakekube::ErrorRule;
+use kube_support::{state_name, Cluster, Env};
 use serde_json::Value;
 
 scenarios!(
@@ -272,4 +273,39 @@ fn drift_prune_refusal_and_hold_show_too(env: &Env) {
     // The state ConfigMap's uid is known by now: `kubectl describe` lists its Events.
     let uid = env.get("configmap", &state_name(&env.reference)).unwrap()["metadata"]["uid"].clone();
     assert_eq!(held[0]["involvedObject"]["uid"], uid, "{:#}", held[0]);
+}
+
+/// The Events API stalls (every request about Events gets no answer for a minute) or
+/// fails: the apply is not held up and not failed by it (fake only: error injection).
+#[test]
+fn a_stalled_or_failing_events_api_never_holds_up_an_apply_fake_only() {
+    let env = Env::new(Cluster::fake(), "eventsstall");
+    let fake = env.cluster.fake_server().unwrap();
+    let events = format!("/apis/events.k8s.io/v1/namespaces/{}/events*", env.ns);
+    fake.inject(ErrorRule::delay("POST", &events, 60_000).times(1000));
+    env.push(&[env.namespace(), env.configmap("a", "1", &[])], &[]);
+    let (out, took) = drover_tests::spawn::run_within(
+        Duration::from_secs(45),
+        "drover-agent",
+        &[
+            "run", "--once", "--target", "kube", "--source", &env.reference, "--plain-http", "--trust-key",
+            env.dir.path().join("keys/drover.pub").to_str().unwrap(), "--state-dir", env.dir.path().join("state").to_str().unwrap(),
+        ],
+        &[("KUBECONFIG", env.cluster.kubeconfig().to_str().unwrap()), ("POD_NAMESPACE", &env.ns)],
+    )
+    .expect("the agent finishes although the Events API never answers");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(env.last_attempt()["result"], "Applied");
+    assert_eq!(env.get("configmap", "a").unwrap()["data"]["value"], "1");
+    // The apply itself took seconds; the exit waited at most the 5 s bound for the Event.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(out.stderr.contains("Events not written within 5s"), "the stalled write is logged:\n{}", out.stderr);
+
+    // A failing Events API (500 on every write): applied all the same, exit 0.
+    fake.clear_errors();
+    fake.inject(ErrorRule::new("POST", &events, 500, "etcd is on fire").times(1000));
+    env.push(&[env.namespace(), env.configmap("a", "2", &[])], &[]);
+    let out = env.agent_ok(&[]);
+    assert_eq!(env.get("configmap", "a").unwrap()["data"]["value"], "2");
+    assert!(out.stderr.contains("etcd is on fire"), "{}", out.stderr);
 }

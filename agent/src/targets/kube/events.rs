@@ -117,9 +117,13 @@ impl Recorder {
     pub async fn flush(&self, timeout: Duration) {
         let Some(q) = self.queue.get() else { return };
         let (tx, rx) = oneshot::channel();
-        let sent = tokio::time::timeout(timeout, q.send(Msg::Flush(tx))).await;
-        if matches!(sent, Ok(Ok(()))) {
-            let _ = tokio::time::timeout(timeout, rx).await;
+        let start = Instant::now();
+        let done = match tokio::time::timeout(timeout, q.send(Msg::Flush(tx))).await {
+            Ok(Ok(())) => matches!(tokio::time::timeout(timeout.saturating_sub(start.elapsed()), rx).await, Ok(Ok(()))),
+            _ => false,
+        };
+        if !done {
+            tracing::warn!("Events not written within {timeout:?} (the API server gave no answer); the rest are dropped");
         }
     }
 }
