@@ -27,7 +27,6 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use tokio::sync::{mpsc, oneshot};
 
-use super::state::configmap_name;
 use crate::events::Event;
 
 /// `reportingController` of every Event.
@@ -44,8 +43,8 @@ const QUEUE: usize = 64;
 const MAX_SERIES: usize = 128;
 
 enum Msg {
-    Record { source: String, event: Event },
-    Seen { source: String, uid: String },
+    Record { regarding: String, event: Event },
+    Seen { regarding: String, uid: String },
     Flush(oneshot::Sender<()>),
 }
 
@@ -57,7 +56,7 @@ pub struct Recorder {
     instance: String,
     queue: OnceLock<mpsc::Sender<Msg>>,
     dropped: Mutex<u64>,
-    /// The uid last told to the writer per source.
+    /// The uid last told to the writer per regarded ConfigMap.
     uids: Mutex<HashMap<String, String>>,
 }
 
@@ -65,13 +64,7 @@ impl Recorder {
     /// Events in `namespace`, written with `client` (the agent's own identity), reported by
     /// this agent (`POD_NAME`, else the host name).
     pub fn new(client: Client, namespace: &str) -> Recorder {
-        let instance = std::env::var("POD_NAME")
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .ok()
-            .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "drover-agent".into());
-        let instance = instance.chars().take(128).collect();
+        let instance = crate::config::pod_name().chars().take(128).collect();
         Recorder { client, namespace: namespace.to_string(), instance, queue: OnceLock::new(), dropped: Mutex::new(0), uids: Mutex::default() }
     }
 
@@ -98,18 +91,19 @@ impl Recorder {
         }
     }
 
-    /// Queues `event` about `source` (never blocks).
-    pub fn record(&self, source: &str, event: &Event) {
-        self.send(Msg::Record { source: source.to_string(), event: event.clone() });
+    /// Queues `event` regarding the ConfigMap `regarding` of the agent's namespace (a
+    /// source's state ConfigMap); never blocks.
+    pub fn record(&self, regarding: &str, event: &Event) {
+        self.send(Msg::Record { regarding: regarding.to_string(), event: event.clone() });
     }
 
-    /// The state ConfigMap of `source` has `uid` (Events then name it, so `kubectl
-    /// describe configmap` lists them).
-    pub fn seen(&self, source: &str, uid: &str) {
+    /// The ConfigMap `regarding` has `uid` (Events then name it, so `kubectl describe
+    /// configmap` lists them).
+    pub fn seen(&self, regarding: &str, uid: &str) {
         let mut uids = self.uids.lock().expect("uids lock");
-        if uids.get(source).map(String::as_str) != Some(uid) {
-            uids.insert(source.to_string(), uid.to_string());
-            self.send(Msg::Seen { source: source.to_string(), uid: uid.to_string() });
+        if uids.get(regarding).map(String::as_str) != Some(uid) {
+            uids.insert(regarding.to_string(), uid.to_string());
+            self.send(Msg::Seen { regarding: regarding.to_string(), uid: uid.to_string() });
         }
     }
 
@@ -158,12 +152,12 @@ impl Writer {
         loop {
             tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(Msg::Record { source, event }) => {
-                        let uid = uids.get(&source).cloned();
-                        self.record(&mut series, source, event, uid).await;
+                    Some(Msg::Record { regarding, event }) => {
+                        let uid = uids.get(&regarding).cloned();
+                        self.record(&mut series, regarding, event, uid).await;
                     }
-                    Some(Msg::Seen { source, uid }) => {
-                        uids.insert(source, uid);
+                    Some(Msg::Seen { regarding, uid }) => {
+                        uids.insert(regarding, uid);
                     }
                     Some(Msg::Flush(done)) => {
                         self.write_pending(&mut series, Duration::ZERO).await;
@@ -176,7 +170,7 @@ impl Writer {
         }
     }
 
-    async fn record(&mut self, series: &mut HashMap<Key, Series>, source: String, event: Event, uid: Option<String>) {
+    async fn record(&mut self, series: &mut HashMap<Key, Series>, regarding: String, event: Event, uid: Option<String>) {
         let now = Instant::now();
         // Series that ended: their last count written, then forgotten.
         let ended: Vec<Key> = series.iter().filter(|(_, s)| now.duration_since(s.last_observed) > SERIES_WINDOW).map(|(k, _)| k.clone()).collect();
@@ -187,7 +181,7 @@ impl Writer {
                 }
             }
         }
-        let key = (source, event);
+        let key = (regarding, event);
         if let Some(s) = series.get_mut(&key) {
             s.count += 1;
             s.last_observed = now;
@@ -210,10 +204,9 @@ impl Writer {
 
     /// Creates the Event of `key` and remembers it as a series of one.
     async fn create(&mut self, series: &mut HashMap<Key, Series>, key: Key, uid: Option<String>) {
-        let (source, event) = &key;
+        let (regarding, event) = &key;
         let now = k8s_openapi::jiff::Timestamp::now();
-        let regarding_name = configmap_name(source);
-        let name = format!("{regarding_name}.{:x}", now.as_nanosecond());
+        let name = format!("{regarding}.{:x}", now.as_nanosecond());
         let body = KubeEvent {
             metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(self.namespace.clone()), ..ObjectMeta::default() },
             event_time: Some(MicroTime(now)),
@@ -225,7 +218,7 @@ impl Writer {
                 api_version: Some("v1".into()),
                 kind: Some("ConfigMap".into()),
                 namespace: Some(self.namespace.clone()),
-                name: Some(regarding_name),
+                name: Some(regarding.clone()),
                 uid,
                 ..ObjectReference::default()
             }),

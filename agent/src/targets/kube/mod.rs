@@ -105,7 +105,7 @@ impl Target for KubeTarget {
     }
 
     fn record_event(&self, source: &str, event: &crate::events::Event) {
-        self.events.record(source, event);
+        self.events.record(&state::configmap_name(source), event);
     }
 
     fn flush_events(&self, timeout: Duration) -> BoxFuture<'_, ()> {

@@ -199,7 +199,7 @@ pub(super) async fn read_hold(t: &KubeTarget, source: &str) -> Result<Option<Tar
 /// Tells the Events which object they regard (its uid).
 fn seen(t: &KubeTarget, source: &str, cm: &ConfigMap) {
     if let Some(uid) = &cm.metadata.uid {
-        t.events.seen(source, uid);
+        t.events.seen(&configmap_name(source), uid);
     }
 }
 
