@@ -152,15 +152,16 @@ pub fn run(inv: &Invocation<'_>) -> Result<Ran, ExecError> {
     let limit = inv.max_stdout;
     let stdout = reader(child.stdout.take().expect("stdout is piped"), move |r| read_limited(r, limit));
     let stderr = reader(child.stderr.take().expect("stderr is piped"), read_tail);
-    let outcome = wait_until(&mut child, deadline);
+    let finished = wait_until(&mut child, deadline);
+    // Before the process is reaped, so its group id cannot have been reused.
     kill_group(&child);
-    let _ = child.wait();
+    let status = child.wait();
     let drain_by = Instant::now() + DRAIN_GRACE;
     let out = stdout.recv_timeout(drain_by.saturating_duration_since(Instant::now())).ok();
     let err = stderr.recv_timeout(drain_by.saturating_duration_since(Instant::now())).map(|b| tail_lines(&b, STDERR_LINES)).unwrap_or_default();
-    let status = match outcome {
-        None => return Err(ExecError::Timeout { after: inv.timeout, stderr: err }),
-        Some(s) => s,
+    let status = match (finished, status) {
+        (true, Ok(s)) => s,
+        _ => return Err(ExecError::Timeout { after: inv.timeout, stderr: err }),
     };
     let out = match out {
         Some(Ok(bytes)) => bytes,
@@ -249,20 +250,35 @@ pub fn tail_lines(bytes: &[u8], n: usize) -> String {
     cleaned[cleaned.len().saturating_sub(n)..].join("\n")
 }
 
-/// Waits for `child` until `deadline`; `None` when it is still running then.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+/// Waits for `child` to exit until `deadline` (true when it did), without reaping it: its
+/// pid, the id of its process group, stays taken until [`kill_group`] ran.
+fn wait_until(child: &mut Child, deadline: Instant) -> bool {
     let mut pause = Duration::from_millis(1);
     loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
+        if exited(child) {
+            return true;
         }
         let now = Instant::now();
         if now >= deadline {
-            return None;
+            return false;
         }
         std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(20));
     }
+}
+
+/// Whether `child` has exited, leaving it a zombie (`waitid` with `WNOWAIT`).
+#[cfg(unix)]
+fn exited(child: &mut Child) -> bool {
+    use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    // An error (no such child) is an end too: nothing is left to wait for.
+    !matches!(waitid(WaitId::Pid(Pid::from_child(child)), options), Ok(None))
+}
+
+#[cfg(not(unix))]
+fn exited(child: &mut Child) -> bool {
+    !matches!(child.try_wait(), Ok(None))
 }
 
 /// Kills the process group `child` leads (every process it started and did not move out);
