@@ -78,6 +78,12 @@ pub enum ExecError {
         /// Last lines of stderr.
         stderr: String,
     },
+    /// It exited, but its stdout stayed open (a process it started outside its group).
+    #[error("exited, but its output was still open {}s later (a process it started outside its process group holds it){}", DRAIN_GRACE.as_secs(), stderr_block(.stderr))]
+    OutputOpen {
+        /// Last lines of stderr.
+        stderr: String,
+    },
     /// It printed more than the limit; it was stopped.
     #[error("printed more than {limit} bytes on stdout; it was stopped{}", stderr_block(.stderr))]
     TooMuchOutput {
@@ -93,7 +99,10 @@ impl ExecError {
     pub fn stderr(&self) -> &str {
         match self {
             ExecError::Start { .. } => "",
-            ExecError::Exit { stderr, .. } | ExecError::Timeout { stderr, .. } | ExecError::TooMuchOutput { stderr, .. } => stderr,
+            ExecError::Exit { stderr, .. }
+            | ExecError::Timeout { stderr, .. }
+            | ExecError::TooMuchOutput { stderr, .. }
+            | ExecError::OutputOpen { stderr } => stderr,
         }
     }
 }
@@ -159,15 +168,14 @@ pub fn run(inv: &Invocation<'_>) -> Result<Ran, ExecError> {
     let drain_by = Instant::now() + DRAIN_GRACE;
     let out = stdout.recv_timeout(drain_by.saturating_duration_since(Instant::now())).ok();
     let err = stderr.recv_timeout(drain_by.saturating_duration_since(Instant::now())).map(|b| tail_lines(&b, STDERR_LINES)).unwrap_or_default();
+    if let Some(Err(Overflow)) = out {
+        return Err(ExecError::TooMuchOutput { limit: inv.max_stdout, stderr: err });
+    }
     let status = match (finished, status) {
         (true, Ok(s)) => s,
         _ => return Err(ExecError::Timeout { after: inv.timeout, stderr: err }),
     };
-    let out = match out {
-        Some(Ok(bytes)) => bytes,
-        Some(Err(Overflow)) => return Err(ExecError::TooMuchOutput { limit: inv.max_stdout, stderr: err }),
-        None => return Err(ExecError::Timeout { after: inv.timeout, stderr: err }),
-    };
+    let Some(Ok(out)) = out else { return Err(ExecError::OutputOpen { stderr: err }) };
     if !status.success() {
         return Err(ExecError::Exit { status: describe_status(status), stderr: err });
     }
@@ -342,6 +350,13 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert!(matches!(e, ExecError::Timeout { .. }), "{e}");
         assert!(e.to_string().contains("started"), "{e}");
+    }
+
+    #[test]
+    fn output_held_open_outside_the_group_is_an_error() {
+        // A process in its own session keeps stdout open after the tool exits.
+        let e = sh("setsid sleep 4 & sleep 0.5; echo partial", Duration::from_secs(10)).unwrap_err();
+        assert!(matches!(e, ExecError::OutputOpen { .. }), "{e}");
     }
 
     #[test]
