@@ -327,6 +327,17 @@ pub fn agent_namespace() -> String {
     std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "drover-system".into())
 }
 
+/// This agent's name in the cluster (its Lease identity, its Events' reporting instance):
+/// `POD_NAME` (the DaemonSet sets it), else the host name, else `drover-agent`.
+pub fn pod_name() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "drover-agent".into())
+}
+
 /// `--service-account NAMESPACE/NAME`.
 fn service_account(v: Option<String>, target: &TargetSpec) -> Result<Option<(String, String)>, ConfigError> {
     let Some(text) = v else { return Ok(None) };

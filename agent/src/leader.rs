@@ -35,12 +35,7 @@ pub struct LeaseConfig {
 impl LeaseConfig {
     /// Settings with an identity derived from `POD_NAME` / `HOSTNAME`.
     pub fn new(namespace: &str, name: &str, duration: Duration) -> Self {
-        let host = std::env::var("POD_NAME")
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .ok()
-            .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "drover-agent".into());
+        let host = crate::config::pod_name();
         let suffix: u32 = rand::random();
         LeaseConfig { namespace: namespace.into(), name: name.into(), identity: format!("{host}_{suffix:08x}"), duration }
     }

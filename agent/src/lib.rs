@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod diff;
 pub mod drift;
+pub mod events;
 pub mod fetch;
 pub mod fleetsim;
 pub mod hold;

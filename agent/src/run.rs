@@ -244,6 +244,8 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     if let Some(el) = election {
         el.resign().await;
     }
+    // The Events of the last attempts (and pending series counts), bounded.
+    pipeline.target.flush_events(Duration::from_secs(5)).await;
     if listen.is_some() {
         crate::query::remove_endpoint(&settings.state_dir);
     }

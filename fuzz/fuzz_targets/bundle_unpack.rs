@@ -23,6 +23,7 @@ fn config(objects: Vec<ObjectEntry>) -> BundleConfig {
         sequence: 1,
         source: SourceInfo::default(),
         allow_mass_prune: false,
+        workloads: Vec::new(),
         objects,
     }
 }

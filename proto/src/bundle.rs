@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::archive::{pack, unpack, ArchiveError, Packed, UnpackLimits};
-use crate::config::{BundleConfig, ObjectEntry, SourceInfo, SCHEMA_VERSION};
+use crate::config::{BundleConfig, ObjectEntry, SourceInfo, WorkloadProvenance, SCHEMA_VERSION};
 use crate::digest::{sha256_digest, sha256_hex};
 use crate::manifest::{Descriptor, Manifest};
 use crate::media;
@@ -27,6 +27,8 @@ pub struct BundleMeta {
     pub created: Option<String>,
     /// Opt in to large prunes (see [`BundleConfig::allow_mass_prune`]).
     pub allow_mass_prune: bool,
+    /// How the workloads were rendered (see [`BundleConfig::workloads`]; empty: not recorded).
+    pub workloads: Vec<WorkloadProvenance>,
 }
 
 /// A fully assembled bundle, ready to push or write to a layout.
@@ -80,6 +82,7 @@ pub fn assemble_packed(objects: &BTreeMap<ObjectRef, Vec<u8>>, meta: &BundleMeta
         sequence: meta.sequence,
         source: SourceInfo { repository: meta.source_repository.clone(), revision: meta.revision.clone() },
         allow_mass_prune: meta.allow_mass_prune,
+        workloads: meta.workloads.clone(),
         objects: entries,
     };
     let config = serde_json::to_vec(&config_doc).expect("config serializes");

@@ -24,6 +24,12 @@ pub struct BundleConfig {
     /// Opt-in to deleting more than the agent's `maxPruneRatio` of the inventory.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_mass_prune: bool,
+    /// How each workload's objects were produced, when a platform workload was rendered by a
+    /// command (`spec.render` in `workload.yaml`); absent otherwise (every object came from
+    /// templates or a `drover build` directory), so such bundles keep the digest they had
+    /// before this field existed. Sorted by workload name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadProvenance>,
     /// Every object with its path and content hash, sorted by path.
     pub objects: Vec<ObjectEntry>,
 }
@@ -39,6 +45,30 @@ pub struct SourceInfo {
     #[serde(default)]
     pub revision: String,
 }
+
+/// How a workload of a platform was rendered (docs/platform.md, "Bring your own renderer").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadProvenance {
+    /// The workload's name (its directory under `workloads/`).
+    pub name: String,
+    /// [`RENDERER_TEMPLATES`] or [`RENDERER_COMMAND`].
+    pub renderer: String,
+    /// The renderer's command line as `workload.yaml` gives it (`spec.render.command`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// `spec.render.versionCommand`, when given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub version_command: Vec<String>,
+    /// What `versionCommand` printed (trimmed, control characters removed, bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// [`WorkloadProvenance::renderer`] of a workload rendered from `templates/`.
+pub const RENDERER_TEMPLATES: &str = "templates";
+/// [`WorkloadProvenance::renderer`] of a workload rendered by `spec.render.command`.
+pub const RENDERER_COMMAND: &str = "command";
 
 /// One object in the bundle index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -112,10 +112,18 @@ fn kubectl_edit_stays_in_report_mode(env: &Env) {
     env.agent_ok(&["--drift", "report"]);
     if let Some(fake) = env.cluster.fake_server() {
         // The resync compare finds what differs (a LIST per kind and namespace); only the
-        // drifted object is asked about with a dry run (its fields); nothing is written.
-        let sent: Vec<String> = fake.requests().iter().filter(|r| r.method != "GET").map(|r| format!("{} {}?{}", r.method, r.path, r.query)).collect();
+        // drifted object is asked about with a dry run (its fields); nothing is written
+        // but the DriftReported Event (docs/kubernetes.md, "Events").
+        let (events, sent): (Vec<String>, Vec<String>) = fake
+            .requests()
+            .iter()
+            .filter(|r| r.method != "GET")
+            .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
+            .partition(|r| r.contains("/apis/events.k8s.io/"));
         assert_eq!(sent.len(), 1, "{sent:#?}");
         assert!(sent[0].starts_with("PATCH") && sent[0].contains("/configmaps/settings?") && sent[0].contains("dryRun=All"), "{sent:#?}");
+        assert_eq!(events.len(), 1, "one Event: {events:#?}");
+        assert!(events[0].starts_with("POST"), "{events:#?}");
     }
     let after = env.get("configmap", "settings").unwrap();
     assert_eq!(after["data"]["value"], "tampered", "the edit stays");

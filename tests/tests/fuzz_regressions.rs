@@ -144,6 +144,7 @@ fn config_for(name: &str, sha: &str) -> Vec<u8> {
         sequence: 1,
         source: SourceInfo::default(),
         allow_mass_prune: false,
+        workloads: Vec::new(),
         objects: vec![ObjectEntry {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),

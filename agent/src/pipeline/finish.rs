@@ -3,6 +3,7 @@
 
 use drover_proto::time::now_rfc3339;
 
+use crate::events::Event;
 use crate::record::{Attempt, AttemptResult, AttemptSummary, RecordError, SourceState};
 use crate::stage::StageError;
 use crate::targets::ObjectOutcome;
@@ -55,6 +56,10 @@ impl Pipeline {
                 (AttemptResult::Failed, false)
             }
         };
+        self.event(&match &e {
+            StageError::Rejected { reason, message } => Event::rejected(&at.digest, reason, message, at.stage),
+            StageError::Unreachable(m) | StageError::Failed(m) => Event::failed(at.stage, m),
+        });
         let summary = AttemptSummary {
             digest: (!at.digest.is_empty()).then(|| at.digest.clone()),
             sequence: at.sequence,

@@ -13,6 +13,7 @@ use drover_proto::object::ObjectRef;
 use drover_proto::time::now_rfc3339;
 
 use crate::config::DriftMode;
+use crate::events::Event;
 use crate::hold::{Gate, Held, Hold, HoldOrigin};
 use crate::metrics::Metrics;
 use crate::plan::Policy;
@@ -248,8 +249,14 @@ impl Pipeline {
             at: now_rfc3339(),
             writes: None,
         };
+        self.event(&Event::held(&summary.reason));
         let attempt = unless_repeat(state, &summary, at.stage, at.resync);
         self.save(state, summary, attempt, AttemptResult::Held, false)
+    }
+
+    /// Tells the target's operators ([`crate::events`]); never blocks.
+    fn event(&self, e: &Event) {
+        self.target.record_event(&self.source.name, e);
     }
 
     /// Runs fetch..record for `digest`, with the floor and inventory raised by the
@@ -343,6 +350,8 @@ impl Pipeline {
         at.stage = "prune";
         crate::memory::mark(at.stage);
         let changed = report.changed();
+        let objects = applied.objects().count();
+        let corrected: Vec<String> = if at.resync { report.outcomes.iter().filter(|o| o.action.changed()).map(|o| o.object.to_string()).collect() } else { Vec::new() };
         let mut outcomes = report.outcomes;
         let pruned = self.prune_stage(&state.inventory, &req, applied, allow_mass_prune).await;
         outcomes.extend(pruned.outcomes);
@@ -377,6 +386,11 @@ impl Pipeline {
         }
         reasons.extend(recall::keep(target.as_ref(), &state).await);
         tracing::info!(digest = %digest, sequence, changed, pruned = pruned.deleted, "applied");
+        if !at.resync {
+            self.event(&Event::applied(&digest, sequence, objects, changed, pruned.deleted));
+        } else if drift > 0 {
+            self.event(&Event::drift_corrected(&digest, sequence, &corrected));
+        }
         let unhealthy = health.objects.into_iter().take(drover_proto::report::MAX_FAILING).collect();
         let extra = Extra { drift, pruned: pruned.deleted, prune_refused: pruned.refused, health: Some(health.health), unhealthy, reason: reasons.join("; ") };
         let out = self.finish_ok(&state, at, outcomes, extra);
@@ -404,6 +418,7 @@ impl Pipeline {
         let reason = drift::describe(&state.drifted);
         if n > 0 {
             tracing::warn!("{reason}");
+            self.event(&Event::drift_reported(&reason));
         }
         let summary = AttemptSummary { digest: Some(req.digest.clone()), sequence: Some(req.sequence), result: AttemptResult::Unchanged, reason, at: now_rfc3339(), writes: None };
         // Recorded when what drifted changes, not on every resync.
@@ -438,6 +453,7 @@ impl Pipeline {
         let plan = prune::decide(previous, req, &contents, self.max_prune_ratio, allow_mass_prune);
         for h in plan.held {
             tracing::warn!("{}: {}", h.object, h.message);
+            self.event(&Event::prune_refused(&format!("{}: {}", h.object, h.message)));
             out.reasons.push(format!("{}: {}", h.object, h.message));
             push_unique(&mut out.inventory, &h.object);
             out.outcomes.push(h);
@@ -446,6 +462,7 @@ impl Pipeline {
             prune::Decision::Nothing => {}
             prune::Decision::Refused { candidates, message } => {
                 tracing::warn!("{message}");
+                self.event(&Event::prune_refused(&message));
                 self.shared.metrics.prune_refused();
                 out.refused = true;
                 for c in candidates {

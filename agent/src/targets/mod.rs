@@ -507,4 +507,18 @@ pub trait Target: Send + Sync {
         let _ = record;
         Box::pin(async { Ok(()) })
     }
+
+    /// Tells the target's operators what an attempt of `source` ended with ([`crate::events`];
+    /// the kube target: an Event regarding its state ConfigMap). Never blocks and never
+    /// fails: best effort, queued and written in the background. Default: not recorded.
+    fn record_event(&self, source: &str, event: &crate::events::Event) {
+        let _ = (source, event);
+    }
+
+    /// Waits at most `timeout` for the recorded events to be written (before the agent
+    /// exits). Default: nothing to wait for.
+    fn flush_events(&self, timeout: Duration) -> BoxFuture<'_, ()> {
+        let _ = timeout;
+        Box::pin(async {})
+    }
 }

@@ -83,6 +83,7 @@ impl BundleArgs {
             revision: self.revision.clone(),
             created,
             allow_mass_prune: self.allow_mass_prune,
+            workloads: Vec::new(),
         })
     }
 

@@ -4,7 +4,7 @@
 //! (`PREFIX/drover-releases:ENV`) is shown as the record it is.
 
 use anyhow::Context;
-use drover_proto::config::BundleConfig;
+use drover_proto::config::{BundleConfig, WorkloadProvenance, RENDERER_COMMAND};
 use drover_proto::digest::signature_tag;
 use drover_proto::manifest::{Descriptor, Manifest};
 use drover_proto::{media, FetchLimits, Reference, Repo};
@@ -46,6 +46,8 @@ pub struct BundleInspection {
     source: drover_proto::config::SourceInfo,
     created: Option<String>,
     allow_mass_prune: bool,
+    /// How each workload was rendered (from the config; empty when not recorded).
+    workloads: Vec<WorkloadProvenance>,
     signature_tag: String,
     signed: bool,
     layer: Descriptor,
@@ -97,9 +99,15 @@ impl BundleInspection {
             vec!["mass prune".into(), if self.allow_mass_prune { "allowed".into() } else { "no".into() }],
             vec!["content".into(), format!("{} ({} bytes)", self.layer.digest, self.layer.size)],
             vec!["objects".into(), self.config.objects.len().to_string()],
+            vec!["rendered by".into(), rendered_by(&self.workloads)],
         ];
         out.table(&["FIELD", "VALUE"], &rows);
         out.line("");
+        if !self.workloads.is_empty() {
+            let ws: Vec<Vec<String>> = self.workloads.iter().map(|w| vec![w.name.clone(), renderer(w), dash(w.version.as_deref().unwrap_or(""))]).collect();
+            out.table(&["WORKLOAD", "RENDERED BY", "VERSION"], &ws);
+            out.line("");
+        }
         let objs: Vec<Vec<String>> = self
             .config
             .objects
@@ -107,6 +115,24 @@ impl BundleInspection {
             .map(|o| vec![o.kind.clone(), o.namespace.clone().unwrap_or_else(|| "-".into()), o.name.clone(), o.api_version.clone()])
             .collect();
         out.table(&["KIND", "NAMESPACE", "NAME", "APIVERSION"], &objs);
+    }
+}
+
+/// The "rendered by" summary: how many workloads templates and commands rendered.
+fn rendered_by(ws: &[WorkloadProvenance]) -> String {
+    if ws.is_empty() {
+        return "not recorded (templates, or a drover build directory)".into();
+    }
+    let commands = ws.iter().filter(|w| w.renderer == RENDERER_COMMAND).count();
+    format!("{} workload(s): {commands} by a command, {} by templates", ws.len(), ws.len() - commands)
+}
+
+/// One workload's renderer: `templates`, or `command: ["helm","template",...]`.
+fn renderer(w: &WorkloadProvenance) -> String {
+    if w.command.is_empty() {
+        w.renderer.clone()
+    } else {
+        format!("{}: {}", w.renderer, serde_json::to_string(&w.command).expect("strings serialize"))
     }
 }
 
@@ -165,6 +191,7 @@ pub async fn run(args: Args) -> anyhow::Result<Inspection> {
         source: c.source.clone(),
         created: head.manifest.annotations.get(media::ANN_CREATED).cloned(),
         allow_mass_prune: c.allow_mass_prune,
+        workloads: c.workloads.clone(),
         signature_tag,
         signed,
         layer,

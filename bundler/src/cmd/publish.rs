@@ -162,6 +162,7 @@ async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult
         revision: ctx.revision.to_string(),
         created: None,
         allow_mass_prune: false,
+        workloads: local.rendered.provenance.clone(),
     };
     let published = publish(Request {
         repo: &repo,

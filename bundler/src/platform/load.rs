@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::model::{
     ClusterTypeDoc, EnvironmentDoc, FleetDoc, OverrideDoc, WorkloadDoc, API_VERSION,
 };
+use super::command::CommandRenderer;
 use super::selector::LabelSelector;
 use super::template::{self, template_error};
 use super::error::PlatformError;
@@ -52,8 +53,13 @@ pub struct Workload {
     pub selector: LabelSelector,
     /// Default values (the lowest level).
     pub defaults: Map<String, Value>,
-    /// Template names to render (paths relative to the platform root), sorted.
+    /// Template names to render (paths relative to the platform root), sorted; empty for
+    /// a workload rendered by a command.
     pub templates: Vec<String>,
+    /// The command that renders it (`spec.render`), instead of templates.
+    pub command: Option<CommandRenderer>,
+    /// Its directory (where its command runs).
+    pub dir: PathBuf,
     /// `workload.yaml` display path.
     pub file: String,
 }
@@ -342,8 +348,15 @@ impl Platform {
                 }
             }
             let defaults = as_map(&path, "values", doc.values)?;
+            let command = doc.spec.render.map(CommandRenderer::from_spec).transpose().map_err(|m| err(&path, m))?;
             let mut templates = Vec::new();
             let tdir = format!("workloads/{w}/templates");
+            if command.is_some() && root.join(&tdir).is_dir() {
+                return Err(err(&path, format!(
+                    "spec.render and {} are both given; a workload is rendered either by its templates or by a command: remove one",
+                    root.join(&tdir).display()
+                )));
+            }
             if root.join(&tdir).is_dir() {
                 let mut files = Vec::new();
                 files_recursive(root, &tdir, &mut files)?;
@@ -357,7 +370,17 @@ impl Platform {
             }
             workloads.insert(
                 w.clone(),
-                Workload { name: w, namespace: doc.spec.namespace, environments: envs, selector: doc.spec.selector, defaults, templates, file: path },
+                Workload {
+                    dir: std::path::absolute(root.join(format!("workloads/{w}"))).map_err(|e| err(&path, format!("cannot resolve its directory: {e}")))?,
+                    name: w,
+                    namespace: doc.spec.namespace,
+                    environments: envs,
+                    selector: doc.spec.selector,
+                    defaults,
+                    templates,
+                    command,
+                    file: path,
+                },
             );
         }
 

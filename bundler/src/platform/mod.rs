@@ -2,7 +2,9 @@
 //! namespace templates and workloads, loaded strictly, composed and rendered per
 //! (environment, cluster type). See `docs/platform.md`.
 
+pub mod command;
 pub mod error;
+pub mod exec;
 pub mod load;
 pub mod model;
 pub mod render;

@@ -139,4 +139,22 @@ pub struct WorkloadSpec {
     pub environments: Option<Vec<String>>,
     /// Label selector over cluster-type labels (`{}` selects all).
     pub selector: LabelSelector,
+    /// Render with a command instead of `templates/` (docs/platform.md, "Bring your own
+    /// renderer").
+    #[serde(default)]
+    pub render: Option<RenderSpec>,
+}
+
+/// `workload.yaml` `spec.render`: the command that renders the workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RenderSpec {
+    /// Program and arguments (no shell), run in the workload's directory.
+    pub command: Vec<String>,
+    /// How long one run may take (`60s` when absent; humantime: `90s`, `2m`).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// A command whose output names the renderer's version (recorded in the bundle config).
+    #[serde(default)]
+    pub version_command: Option<Vec<String>>,
 }

@@ -7,10 +7,14 @@ use std::collections::{BTreeMap, HashMap};
 use drover_proto::object::ObjectRef;
 use serde_json::json;
 
-use super::load::{ClusterType, Platform};
-use super::template::template_error;
+use drover_proto::config::WorkloadProvenance;
+
+use super::command::{provenance, CommandRenderer, Context, Output};
 use super::error::PlatformError;
-use crate::input::Collector;
+use super::exec::stderr_block;
+use super::load::{ClusterType, Platform, Workload};
+use super::template::template_error;
+use crate::input::{Collector, InputLimits};
 pub use crate::parallel::par_map;
 
 /// The rendered objects of one cluster type.
@@ -24,6 +28,9 @@ pub struct RenderedType {
     pub objects: BTreeMap<ObjectRef, Vec<u8>>,
     /// Non-fatal findings.
     pub warnings: Vec<String>,
+    /// How each assigned workload was rendered, when a command rendered any of them (empty
+    /// otherwise: see `BundleConfig::workloads`).
+    pub provenance: Vec<WorkloadProvenance>,
 }
 
 /// An input error, plus (for YAML errors) the rendered line it points at.
@@ -38,6 +45,14 @@ fn with_rendered_line(e: &crate::input::InputError, text: &str) -> String {
         }
     }
     msg
+}
+
+/// What the renderer commands of one render printed, by (cluster type, workload), and the
+/// version each command-rendered workload reported, by workload.
+#[derive(Debug, Default)]
+struct CommandOutputs {
+    outputs: HashMap<(String, String), Output>,
+    versions: HashMap<String, Option<String>>,
 }
 
 impl Platform {
@@ -55,11 +70,50 @@ impl Platform {
             })?],
             None => self.cluster_types.values().collect(),
         };
-        par_map(&types, |t| self.render_type(env, t)).into_iter().collect()
+        let commands = self.run_commands(env, &types)?;
+        par_map(&types, |t| self.render_type_with(env, t, &commands)).into_iter().collect()
     }
 
     /// Renders one cluster type for `env`.
     pub fn render_type(&self, env: &str, t: &ClusterType) -> Result<RenderedType, PlatformError> {
+        let commands = self.run_commands(env, &[t])?;
+        self.render_type_with(env, t, &commands)
+    }
+
+    /// Runs the renderer command of every command-rendered workload once per cluster type
+    /// of `types` it is assigned to in `env` (and each one's `versionCommand` once), on up
+    /// to one thread per core: at most that many renderers run at once. All or nothing:
+    /// the first failure in (cluster type, workload) order is returned.
+    fn run_commands(&self, env: &str, types: &[&ClusterType]) -> Result<CommandOutputs, PlatformError> {
+        let jobs: Vec<(&ClusterType, &Workload, &CommandRenderer)> = types
+            .iter()
+            .flat_map(|t| self.assigned(env, t).into_iter().filter_map(move |w| w.command.as_ref().map(|c| (*t, w, c))))
+            .collect();
+        let mut used: Vec<&Workload> = jobs.iter().map(|j| j.1).collect();
+        used.sort_by(|a, b| a.name.cmp(&b.name));
+        used.dedup_by(|a, b| a.name == b.name);
+        let versions = par_map(&used, |w| {
+            let c = w.command.as_ref().expect("only command-rendered workloads");
+            c.version(&w.dir, &w.name, &w.namespace).map_err(|m| PlatformError::Render(format!("workload {}: {m}", w.name)))
+        });
+        let mut out = CommandOutputs::default();
+        for (w, v) in used.iter().zip(versions) {
+            out.versions.insert(w.name.clone(), v?);
+        }
+        let limit = usize::try_from(InputLimits::default().max_file_bytes).unwrap_or(usize::MAX);
+        let outputs = par_map(&jobs, |(t, w, c)| {
+            let ctx = Context { environment: env, cluster_type: &t.name, workload: &w.name, namespace: &w.namespace };
+            c.render(&w.dir, ctx, &self.values(env, t, w), limit)
+                .map_err(|m| PlatformError::Render(format!("cluster type {} in environment {env}: workload {}: {m}", t.name, w.name)))
+        });
+        for ((t, w, _), o) in jobs.iter().zip(outputs) {
+            out.outputs.insert((t.name.clone(), w.name.clone()), o?);
+        }
+        Ok(out)
+    }
+
+    /// Renders one cluster type for `env` with the renderer commands' outputs.
+    fn render_type_with(&self, env: &str, t: &ClusterType, commands: &CommandOutputs) -> Result<RenderedType, PlatformError> {
         let within = |m: String| PlatformError::Render(format!("cluster type {} in environment {env}: {m}", t.name));
         let assigned = self.assigned(env, t);
         if !self.namespace_templates.is_empty() {
@@ -77,6 +131,14 @@ impl Platform {
         let mut owners: HashMap<String, (&str, &str)> = HashMap::new();
         for w in &assigned {
             let values = self.values(env, t, w);
+            let shown = |n: &str| self.root.join(n).display().to_string();
+            if let Some(out) = commands.outputs.get(&(t.name.clone(), w.name.clone())) {
+                let label = format!("{} [output of spec.render.command]", shown(&format!("workloads/{}", w.name)));
+                collector
+                    .add_document_text(&label, &out.text)
+                    .map_err(|e| within(format!("{}{}", with_rendered_line(&e, &out.text), stderr_block(&out.stderr))))?;
+                owners.insert(label, (&w.name, &w.namespace));
+            }
             let ctx = minijinja::Value::from(minijinja::value::Serde(json!({
                 "values": values,
                 "workload": {"name": w.name, "namespace": w.namespace},
@@ -84,7 +146,6 @@ impl Platform {
                 "clusterType": {"name": t.name, "labels": t.labels},
                 "environment": {"name": env},
             })));
-            let shown = |n: &str| self.root.join(n).display().to_string();
             let stamped = self.namespace_templates.iter().map(|n| (n, format!("{} [workload {}]", shown(n), w.name)));
             let own = w.templates.iter().map(|n| (n, shown(n)));
             for (name, label) in own.chain(stamped) {
@@ -111,6 +172,13 @@ impl Platform {
             objects.insert(id, c.yaml);
         }
         let warnings = finished.warnings.into_iter().map(|w| format!("cluster type {}: {w}", t.name)).collect();
-        Ok(RenderedType { name: t.name.clone(), workloads: assigned.iter().map(|w| w.name.clone()).collect(), objects, warnings })
+        // Recorded only when a command rendered something: bundles of template-only
+        // platforms keep their config (and digest) as before.
+        let provenance = if assigned.iter().any(|w| w.command.is_some()) {
+            assigned.iter().map(|w| provenance(&w.name, w.command.as_ref(), commands.versions.get(&w.name).cloned().flatten())).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(RenderedType { name: t.name.clone(), workloads: assigned.iter().map(|w| w.name.clone()).collect(), objects, warnings, provenance })
     }
 }

@@ -102,6 +102,7 @@ pub async fn rollback(
         revision: old.config.source.revision.clone(),
         created: None,
         allow_mass_prune: allow_mass_prune || old.config.allow_mass_prune,
+        workloads: old.config.workloads.clone(),
     };
     let bundle = assemble(&objects, &meta);
     never_lower(&repo.describe(channel), current.as_ref(), &Position { digest: bundle.digest.clone(), sequence })?;

@@ -12,6 +12,7 @@ pub mod counts;
 pub mod crd;
 pub mod discovery;
 pub mod env;
+pub mod events;
 pub mod hookapi;
 pub mod hooks;
 pub mod kubectl;

@@ -132,6 +132,8 @@ const BUILTIN: &[BuiltinRow] = &[
     ("", "v1", "Endpoints", "endpoints", true, &["ep"], false),
     ("", "v1", "Event", "events", true, &["ev"], false),
     ("", "v1", "Node", "nodes", false, &["no"], true),
+    // The same objects as core/v1 Events, converted (events.rs).
+    ("events.k8s.io", "v1", "Event", "events", true, &["ev"], false),
     (
         "apps",
         "v1",

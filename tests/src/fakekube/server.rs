@@ -275,6 +275,12 @@ fn resource_op(
         subresource: t.sub.clone(),
         field_validation: query.get("fieldValidation").map(str::to_string),
     };
+    if t.res.group == super::events::GROUP {
+        let media = ct.split(';').next().unwrap_or("").trim();
+        let body = || parse_body(bytes, ct);
+        let req = super::events::Request { method, v1: &t.res, ns, name: t.name.as_deref(), query: &query.0, media, opts: &opts };
+        return super::events::op(state, req, body).map(|(c, v)| Reply::Json(c, v));
+    }
     if let (Some("scale"), Some(name)) = (t.sub.as_deref(), &t.name) {
         return scale_op(state, method, t, name, ct, bytes, &opts).map(|v| Reply::Json(200, v));
     }

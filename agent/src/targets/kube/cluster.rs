@@ -60,6 +60,8 @@ pub struct KubeTarget {
     pub(super) records: std::sync::Mutex<std::collections::HashMap<String, TargetRecord>>,
     /// Writes sent through `client` and `own` ([`super::writes`]).
     pub(super) writes: super::writes::WriteCounter,
+    /// The Events about this target's sources ([`super::events`]), with the agent's identity.
+    pub(super) events: super::events::Recorder,
 }
 
 impl KubeTarget {
@@ -100,7 +102,8 @@ impl KubeTarget {
             }
             None => own.clone(),
         };
-        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default(), writes })
+        let events = super::events::Recorder::new(own.clone(), &opts.state_namespace);
+        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default(), writes, events })
     }
 
     /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API

@@ -7,8 +7,8 @@
 //! change detection, CRDs Established) → `wait` (health rules) → `contents` (what
 //! deleting a Namespace takes with it) → `prune` (ownership, phases); `dryrun` what apply
 //! and prune would do (`drover-agent plan`); `owner` is the one ownership rule, `state`
-//! the in-cluster copy of the agent's record, `retry` classifies API errors and retries
-//! transient ones.
+//! the in-cluster copy of the agent's record, `events` the Events about its attempts,
+//! `retry` classifies API errors and retries transient ones.
 
 pub mod apply;
 pub mod cluster;
@@ -16,6 +16,7 @@ pub mod compare;
 pub mod contents;
 pub mod discovery;
 pub mod dryrun;
+pub mod events;
 pub mod list;
 pub mod owner;
 pub mod prune;
@@ -107,5 +108,13 @@ impl Target for KubeTarget {
 
     fn write_record<'a>(&'a self, record: &'a TargetRecord) -> BoxFuture<'a, Result<(), TargetError>> {
         Box::pin(state::write(self, record))
+    }
+
+    fn record_event(&self, source: &str, event: &crate::events::Event) {
+        self.events.record(&state::configmap_name(source), event);
+    }
+
+    fn flush_events(&self, timeout: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(self.events.flush(timeout))
     }
 }

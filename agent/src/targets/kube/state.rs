@@ -141,6 +141,7 @@ pub(super) async fn read(t: &KubeTarget, source: &str) -> Result<Option<TargetRe
     let record = |m: String| TargetError::Record(format!("{}: {m}", describe(t, source)));
     match with_retry(&t.opts.retry, || api.get_opt(&name)).await {
         Ok(Some(cm)) => {
+            seen(t, source, &cm);
             let rec = decode(&cm, source).map_err(record);
             remember(t, source, rec.as_ref().ok());
             rec.map(Some)
@@ -191,7 +192,15 @@ pub(super) async fn read_hold(t: &KubeTarget, source: &str) -> Result<Option<Tar
         Err(f) if f.not_found() => return Ok(None),
         Err(f) => return Err(TargetError::Record(format!("{}: {}", describe(t, source), f.message))),
     };
+    seen(t, source, &cm);
     Ok(hold_of(&cm))
+}
+
+/// Tells the Events which object they regard (its uid).
+fn seen(t: &KubeTarget, source: &str, cm: &ConfigMap) {
+    if let Some(uid) = &cm.metadata.uid {
+        t.events.seen(&configmap_name(source), uid);
+    }
 }
 
 /// The hold an annotated state ConfigMap carries.

@@ -1,6 +1,7 @@
 //! The writes the kube target sends, counted where every request passes: a layer on its
 //! API clients counts each POST (create), PUT (update), PATCH (apply, merge patch) and
-//! DELETE, dry runs and leader-election lease renewals excepted. The pipeline records the
+//! DELETE, dry runs, leader-election lease renewals and the agent's own Events excepted
+//! (they report on the work; they are not the work). The pipeline records the
 //! difference per attempt ([`crate::targets::Writes`]), so `status`, `/status`, history
 //! and `drover_api_writes_total` show what a resync sent on any cluster.
 
@@ -17,7 +18,8 @@ impl WriteCounter {
     /// Counts `req` if it is a write.
     pub fn observe<B>(&self, req: &http::Request<B>) {
         let query = req.uri().query().unwrap_or_default();
-        if query.split('&').any(|p| p.starts_with("dryRun=")) || req.uri().path().contains("/leases/") {
+        let path = req.uri().path();
+        if query.split('&').any(|p| p.starts_with("dryRun=")) || path.contains("/leases") || path.contains("/events") {
             return;
         }
         let slot = match *req.method() {
