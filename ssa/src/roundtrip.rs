@@ -48,33 +48,32 @@ fn walk(ty: &Type, value: &mut Value, go: bool, path: &mut String, unknown: &mut
         }
         Atom::Map(m) => {
             let Some(o) = value.as_object_mut() else { return };
-            let keys: Vec<String> = o.keys().cloned().collect();
-            for k in keys {
+            let strukt = m.strukt.clone();
+            o.retain(|k, v| {
                 let len = path.len();
                 path.push('.');
-                path.push_str(&k);
-                if !m.allows(&k) {
+                path.push_str(k);
+                let keep = if !m.allows(k) {
                     unknown.push(path.clone());
-                    o.remove(&k);
+                    false
+                } else if v.is_null() && !go {
+                    false
                 } else {
-                    let (cty, _) = m.child(&k);
-                    let field = m.strukt.as_ref().and_then(|s| s.field(&k)).cloned();
-                    let v = o.get_mut(&k).expect("key");
-                    if v.is_null() && !go {
-                        o.remove(&k);
-                    } else {
-                        walk(&cty, v, go, path, unknown);
-                        if go {
-                            if let Some(f) = &field {
-                                if let Some(out) = go_field(f, o.remove(&k).expect("key")) {
-                                    o.insert(k.clone(), out);
-                                }
+                    walk(&m.child(k).0, v, go, path, unknown);
+                    match strukt.as_ref().and_then(|s| s.field(k)).filter(|_| go) {
+                        Some(f) => match go_field(f, std::mem::take(v)) {
+                            Some(out) => {
+                                *v = out;
+                                true
                             }
-                        }
+                            None => false,
+                        },
+                        None => true,
                     }
-                }
+                };
                 path.truncate(len);
-            }
+                keep
+            });
             if go {
                 if let Some(s) = &m.strukt {
                     for f in &s.fields {

@@ -5,8 +5,7 @@
 
 use crate::builtin::{self, G, R, Ty};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// A scalar's kind. The server validates strings, numbers and booleans; the others are
 /// written by the Go types in their own way.
@@ -167,31 +166,32 @@ impl Type {
     }
 }
 
-/// The runtime form of a built-in struct type (converted once, then shared).
+/// The runtime form of a built-in struct type (converted once, then shared; a lookup
+/// is a binary search and a lock-free read).
 pub fn builtin_struct(name: &'static str) -> Arc<Struct> {
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, Arc<Struct>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(s) = cache.lock().expect("schema cache").get(name) {
-        return s.clone();
-    }
-    let t = builtin::find(name).unwrap_or_else(|| panic!("built-in type {name} is in the table"));
-    let s = Arc::new(Struct {
-        fields: t
-            .fields
-            .iter()
-            .map(|f| Field {
-                name: f.name.to_string(),
-                ty: from_static(&f.ty),
-                go: f.go,
-                omit: f.omit,
-                default: f.def.and_then(|d| serde_json::from_str(d).ok()),
+    static CACHE: OnceLock<Vec<OnceLock<Arc<Struct>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| (0..builtin::TYPES.len()).map(|_| OnceLock::new()).collect());
+    let i = builtin::TYPES.binary_search_by(|t| t.name.cmp(name)).unwrap_or_else(|_| panic!("built-in type {name} is in the table"));
+    cache[i]
+        .get_or_init(|| {
+            let t = &builtin::TYPES[i];
+            Arc::new(Struct {
+                fields: t
+                    .fields
+                    .iter()
+                    .map(|f| Field {
+                        name: f.name.to_string(),
+                        ty: from_static(&f.ty),
+                        go: f.go,
+                        omit: f.omit,
+                        default: f.def.and_then(|d| serde_json::from_str(d).ok()),
+                    })
+                    .collect(),
+                atomic: t.atomic,
+                rest: None,
             })
-            .collect(),
-        atomic: t.atomic,
-        rest: None,
-    });
-    cache.lock().expect("schema cache").insert(name, s.clone());
-    s
+        })
+        .clone()
 }
 
 fn from_static(t: &'static Ty) -> Type {

@@ -223,14 +223,14 @@ fn keep_other_side(schema: &Schema, live: Option<&Value>, object: &mut Value, su
 
 /// The object as stored: defaults applied and the Go round trip done.
 pub fn normalize(schema: &Schema, object: &mut Value) -> Vec<String> {
-    let unknown = roundtrip::apply(schema, object);
     if schema.builtin {
         defaults::apply(schema, object);
-        roundtrip::apply(schema, object);
+        roundtrip::apply(schema, object)
     } else {
+        let unknown = roundtrip::apply(schema, object);
         defaults::schema_defaults(&schema.root, object);
+        unknown
     }
-    unknown
 }
 
 /// A server-side apply of `config` onto `live` (None: the object does not exist yet).

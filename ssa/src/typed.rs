@@ -209,29 +209,33 @@ fn merge_map(rule: &mut dyn Rule, path: &mut Path, l: Option<&Map<String, Value>
 /// Keyed and set lists, item order as structured-merge-diff v4.4.1 builds it: the
 /// applied order for items both sides hold, live-only items kept where they were.
 fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], elem: &Arc<Type>, kind: &ListKind) -> Option<Value> {
-    let index = |items: &[Value]| -> (Vec<Pe>, Vec<(Pe, Option<Value>)>) {
-        let mut pes = Vec::new();
-        let mut seen: Vec<(Pe, Option<Value>)> = Vec::new();
+    // Path elements in order, and each item by its element (None when duplicated: a
+    // duplicate is not merged with anything).
+    fn index<'a>(items: &'a [Value], elem: &Type, kind: &ListKind) -> (Vec<Pe>, Vec<(Pe, Option<&'a Value>)>) {
+        let mut pes = Vec::with_capacity(items.len());
+        let mut seen: Vec<(Pe, Option<&Value>)> = Vec::with_capacity(items.len());
         for item in items {
             let Some(pe) = item_pe(elem, kind, item) else { continue };
             match seen.iter_mut().find(|(p, _)| *p == pe) {
                 Some(slot) => slot.1 = None,
-                None => seen.push((pe.clone(), Some(item.clone()))),
+                None => seen.push((pe.clone(), Some(item))),
             }
             pes.push(pe);
         }
         (pes, seen)
-    };
-    let (rpes, robs) = index(r);
-    let (lpes, lobs) = index(l);
-    let get = |obs: &[(Pe, Option<Value>)], pe: &Pe| obs.iter().find(|(p, _)| p == pe).map(|(_, v)| v.clone());
-    let mut shared: std::collections::VecDeque<Pe> = rpes.iter().filter(|p| get(&lobs, p).is_some()).cloned().collect();
+    }
+    fn get<'a>(obs: &[(Pe, Option<&'a Value>)], pe: &Pe) -> Option<Option<&'a Value>> {
+        obs.iter().find(|(p, _)| p == pe).map(|(_, v)| *v)
+    }
+    let (rpes, robs) = index(r, elem, kind);
+    let (lpes, lobs) = index(l, elem, kind);
+    let mut shared: std::collections::VecDeque<&Pe> = rpes.iter().filter(|p| get(&lobs, p).is_some()).collect();
     let mut next_shared = shared.pop_front();
-    let mut merged_rhs: Vec<Pe> = Vec::new();
+    let mut merged_rhs: Vec<&Pe> = Vec::new();
     let mut out = Vec::new();
-    let item = |rule: &mut dyn Rule, path: &mut Path, pe: &Pe, lc: Option<Value>, rc: Option<Value>, out: &mut Vec<Value>| {
+    let item = |rule: &mut dyn Rule, path: &mut Path, pe: &Pe, lc: Option<&Value>, rc: Option<&Value>, out: &mut Vec<Value>| {
         path.push(pe.clone());
-        if let Some(v) = walk_merge(rule, path, lc.as_ref(), rc.as_ref(), elem) {
+        if let Some(v) = walk_merge(rule, path, lc, rc, elem) {
             out.push(v);
         }
         path.pop();
@@ -239,26 +243,25 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
     let (mut li, mut ri) = (0, 0);
     while li < lpes.len() || ri < rpes.len() {
         if li < lpes.len() && ri < rpes.len() {
-            let pe = lpes[li].clone();
-            if pe == rpes[ri] {
-                merged_rhs.push(pe.clone());
-                let lc = get(&lobs, &pe).flatten();
-                let rc = get(&robs, &pe).flatten();
-                item(rule, path, &pe, lc, rc, &mut out);
+            let pe = &lpes[li];
+            if *pe == rpes[ri] {
+                merged_rhs.push(pe);
+                item(rule, path, pe, get(&lobs, pe).flatten(), get(&robs, pe).flatten(), &mut out);
                 li += 1;
                 ri += 1;
                 next_shared = shared.pop_front();
                 continue;
             }
-            if get(&robs, &pe).is_some() && next_shared.as_ref().is_some_and(|n| *n != pe) {
+            if get(&robs, pe).is_some() && next_shared.is_some_and(|n| n != pe) {
                 li += 1;
                 continue;
             }
         }
         if li < lpes.len() {
-            let pe = lpes[li].clone();
-            if get(&robs, &pe).is_none() {
-                item(rule, path, &pe, Some(l_item(l, elem, kind, li)), None, &mut out);
+            let pe = &lpes[li];
+            if get(&robs, pe).is_none() {
+                let lc = l_item(l, elem, kind, li);
+                item(rule, path, pe, Some(&lc), None, &mut out);
                 li += 1;
                 continue;
             } else if merged_rhs.contains(&pe) {
@@ -266,13 +269,11 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
             }
         }
         if ri < rpes.len() {
-            let pe = rpes[ri].clone();
-            merged_rhs.push(pe.clone());
-            let lc = get(&lobs, &pe).flatten();
-            let rc = get(&robs, &pe).flatten();
-            item(rule, path, &pe, lc, rc, &mut out);
+            let pe = &rpes[ri];
+            merged_rhs.push(pe);
+            item(rule, path, pe, get(&lobs, pe).flatten(), get(&robs, pe).flatten(), &mut out);
             ri += 1;
-            if next_shared.as_ref() == Some(&pe) {
+            if next_shared == Some(pe) {
                 next_shared = shared.pop_front();
             }
         }

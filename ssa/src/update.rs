@@ -98,8 +98,9 @@ pub fn apply(live: &Value, config: &Value, scope: Scope, managers: &mut Managers
     let last = managers.get(manager).cloned();
     let set = typed::to_field_set(config, ty).recursive_difference(ignored);
     managers.insert(manager.to_string(), Owned { set, api_version: version.into(), applied: true });
+    // Nothing applied last time is missing from this apply (a resync): nothing to prune.
     let pruned = match &last {
-        Some(last) if !last.set.is_empty() => prune(&merged, managers, &last.set, ty),
+        Some(last) if !last.set.difference(&managers[manager].set).is_empty() => prune(&merged, managers, &last.set, ty),
         _ => merged,
     };
     let mut trial = managers.clone();

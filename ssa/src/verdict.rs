@@ -50,15 +50,19 @@ pub fn apply_change(schema: &Schema, live: &Value, desired: &Value, manager: &st
             change.owners.push(b.or(a).map(|e| e.manager.clone()).unwrap_or_default());
         }
     }
-    let strip = |v: &Value| {
+    let strip = |v: &Value, normalize: bool| {
         let mut v = v.clone();
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
-        server::normalize(schema, &mut v);
+        if normalize {
+            server::normalize(schema, &mut v);
+        }
         v
     };
-    let (b, a) = (strip(live), strip(&stored));
+    // The stored object is normalised already; the live one as the model would store it,
+    // so what the model does not know about untouched fields cancels out.
+    let (b, a) = (strip(live, true), strip(&stored, false));
     for k in b.as_object().into_iter().flat_map(|o| o.keys()).chain(a.as_object().into_iter().flat_map(|o| o.keys())) {
         if !crate::typed::value_eq(&b[k], &a[k]) && !change.values.contains(&display(&[crate::fieldpath::Pe::field(k)])) {
             change.values.push(display(&[crate::fieldpath::Pe::field(k)]));
