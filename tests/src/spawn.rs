@@ -10,15 +10,29 @@ use crate::bins::{bin, Out};
 /// Runs binary `name`; returns `Err` with what it printed when it did not finish within
 /// `limit` (it is killed then).
 pub fn run_within(limit: Duration, name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(Out, Duration), String> {
+    let mut cmd = Command::new(bin(name));
+    cmd.args(args);
+    finish_within(cmd, limit, &format!("{name} {args:?}"), env)
+}
+
+/// [`run_within`] under a data-segment cap of `data` bytes (`prlimit --data`): a test of
+/// a limit that could balloon shows a missing limit as an allocation failure (an abort,
+/// exit code -1 or 134) instead of taking the machine down.
+pub fn run_capped(data: u64, limit: Duration, name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(Out, Duration), String> {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--data={data}")).arg("--").arg(bin(name)).args(args);
+    finish_within(cmd, limit, &format!("{name} {args:?} (data capped at {data} bytes)"), env)
+}
+
+fn finish_within(mut cmd: Command, limit: Duration, label: &str, env: &[(&str, &str)]) -> Result<(Out, Duration), String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let (out_p, err_p) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    let mut cmd = Command::new(bin(name));
-    cmd.args(args).stdin(Stdio::null()).stdout(std::fs::File::create(&out_p).unwrap()).stderr(std::fs::File::create(&err_p).unwrap());
+    cmd.stdin(Stdio::null()).stdout(std::fs::File::create(&out_p).unwrap()).stderr(std::fs::File::create(&err_p).unwrap());
     for (k, v) in env {
         cmd.env(k, v);
     }
     let start = Instant::now();
-    let mut child = cmd.spawn().expect("spawn");
+    let mut child = cmd.spawn().expect("spawn (prlimit is util-linux)");
     let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
     loop {
         if let Some(st) = child.try_wait().expect("wait") {
@@ -28,7 +42,7 @@ pub fn run_within(limit: Duration, name: &str, args: &[&str], env: &[(&str, &str
         if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{name} {args:?} still running after {limit:?}; stderr so far:\n{}", read(&err_p)));
+            return Err(format!("{label} still running after {limit:?}; stderr so far:\n{}", read(&err_p)));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
