@@ -61,6 +61,12 @@ pub enum AttemptResult {
     Held,
 }
 
+impl AttemptResult {
+    /// Every result (the label values of `drover_polls_total`).
+    pub const ALL: [AttemptResult; 5] =
+        [AttemptResult::Applied, AttemptResult::Unchanged, AttemptResult::Rejected, AttemptResult::Failed, AttemptResult::Held];
+}
+
 impl std::fmt::Display for AttemptResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{self:?}")

@@ -131,6 +131,20 @@ pub enum Action {
 }
 
 impl Action {
+    /// Every action (the label values of `drover_objects_total`).
+    pub const ALL: [Action; 10] = [
+        Action::Created,
+        Action::Configured,
+        Action::Unchanged,
+        Action::Failed,
+        Action::Skipped,
+        Action::Deleted,
+        Action::Kept,
+        Action::Refused,
+        Action::Adopted,
+        Action::Conflict,
+    ];
+
     /// True when the target changed this object.
     pub fn changed(self) -> bool {
         matches!(self, Action::Created | Action::Configured | Action::Adopted | Action::Deleted)
