@@ -85,11 +85,7 @@ async fn serve_http(settings: &Settings, once: bool, shared: Arc<Shared>) -> any
     let bound = listener.local_addr().context("the bound listen address")?;
     crate::query::write_endpoint(&settings.state_dir, bound);
     let app = crate::serve::router(shared);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!("HTTP server: {e}");
-        }
-    });
+    tokio::spawn(crate::serve::serve(listener, app, crate::serve::Limits::default()));
     Ok(Some(bound))
 }
 
