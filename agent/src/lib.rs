@@ -160,7 +160,7 @@ pub fn main_entry() -> i32 {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
             // Usage and configuration errors are 2; everything else failed (1).
             let usage = e.downcast_ref::<config::ConfigError>().is_some()
-                || matches!(e.downcast_ref::<hold::HoldError>(), Some(hold::HoldError::NoStateDir(_) | hold::HoldError::Reason(_)));
+                || matches!(e.downcast_ref::<hold::HoldError>(), Some(hold::HoldError::NoStateDir(_) | hold::HoldError::NotStateDir { .. } | hold::HoldError::Reason(_)));
             if usage { 2 } else { 1 }
         }
     }
