@@ -39,7 +39,35 @@ pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>>
                 retry: RetryPolicy { request_timeout: settings.api_timeout, ..RetryPolicy::default() },
                 ..KubeOptions::default()
             };
-            Ok(Arc::new(KubeTarget::connect(opts).await.context("target kube")?))
+            let target = KubeTarget::connect(opts).await.context("target kube")?;
+            check_state_namespace(&target, &settings.agent_namespace).await?;
+            Ok(Arc::new(target))
+        }
+    }
+}
+
+/// Refuses to start when the agent's namespace (`drover-system`, POD_NAMESPACE unset)
+/// does not exist: its anti-rollback floor could never be kept in the cluster, and a new
+/// leader would replay an older signed bundle. With `POD_NAMESPACE` set (the downward API
+/// in a pod: the namespace the pod runs in) a missing namespace stays a warning on each
+/// write, as a failed write does; so does a check that cannot tell (no access to
+/// namespaces, the API server unreachable).
+async fn check_state_namespace(target: &crate::targets::kube::KubeTarget, namespace: &str) -> anyhow::Result<()> {
+    let pod_namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty());
+    match target.state_namespace_exists().await {
+        Ok(true) => Ok(()),
+        Ok(false) if pod_namespace.is_none() => anyhow::bail!(
+            "the agent's state namespace {namespace} does not exist (POD_NAMESPACE is unset, so the agent uses {namespace}): \
+             it keeps its anti-rollback floor and inventory there, and without them a new leader would replay an older \
+             signed bundle. Create the namespace {namespace}, or set POD_NAMESPACE to the namespace the agent runs in"
+        ),
+        Ok(false) => {
+            tracing::warn!(namespace, "the agent's state namespace (POD_NAMESPACE) does not exist yet: its floor is not kept in the cluster until it does");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(namespace, "cannot tell whether the agent's state namespace exists: {e}");
+            Ok(())
         }
     }
 }
