@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use drover_proto::media;
 use drover_proto::object::ObjectRef;
+use drover_proto::text::redact;
 
 use crate::private;
 
@@ -244,7 +245,13 @@ impl DirTarget {
                     let parse = |b: &[u8]| drover_proto::bundle::parse_single_object(b).ok();
                     let diff = match (parse(&cur), parse(&obj.yaml)) {
                         (Some(b), Some(a)) => crate::diff::diff(&b, &a),
-                        (b, a) => vec![crate::diff::FieldChange { path: String::new(), before: b.or(Some(String::from_utf8_lossy(&cur).into())), after: a }],
+                        (b, a) => {
+                            // A file that does not parse is shown whole, unless it is to
+                            // become a Secret (it may hold the old values).
+                            let raw = if a.as_ref().is_some_and(redact::is_secret) { redact::REDACTED.into() } else { String::from_utf8_lossy(&cur).into() };
+                            let before = b.map(|v| redact::redact_object(&v)).or(Some(raw));
+                            vec![crate::diff::FieldChange { path: String::new(), before, after: a.map(|v| redact::redact_object(&v)) }]
+                        }
                     };
                     let message = if diff.is_empty() { "same fields, different bytes (formatting)".to_string() } else { String::new() };
                     ObjectPlan { object: id, action: PlanAction::Update, message, diff }

@@ -1,0 +1,61 @@
+//! Secret values never reach a screen: `drover diff` and `drover-agent plan` of a bundle
+//! whose Secret changes name the keys that change (as `kubectl diff` does: `***`,
+//! `*** (before)`, `*** (after)`) and print no value, neither as written (base64) nor
+//! decoded, in text or JSON output.
+
+mod agent_support;
+
+use agent_support::{objs, Fx};
+use drover_tests::{run, write_files};
+
+const OLD: (&str, &str) = ("aHVudGVyMg==", "hunter2");
+const NEW: (&str, &str) = ("Y29ycmVjdCBob3JzZQ==", "correct horse");
+const TOKENS: (&str, &str) = ("old-plain-token", "new-plain-token");
+
+fn secret((b64, _): (&str, &str), token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: app\ntype: Opaque\ndata:\n  password: {b64}\n  user: YWRtaW4=\nstringData:\n  token: {token}\n"
+    )
+}
+
+/// Asserts that `text` holds none of the values, old or new, and names the changed key.
+fn no_values(what: &str, text: &str) {
+    for v in [OLD.0, OLD.1, NEW.0, NEW.1, TOKENS.0, TOKENS.1, "YWRtaW4=", "admin"] {
+        assert!(!text.contains(v), "{what} shows the Secret value {v:?}:\n{text}");
+    }
+    assert!(text.contains("password"), "{what} names the changed key:\n{text}");
+}
+
+#[test]
+fn drover_diff_names_changed_secret_keys_and_shows_no_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_files(&tmp.path().join("a"), &[("db.yaml", &secret(OLD, TOKENS.0))]);
+    write_files(&tmp.path().join("b"), &[("db.yaml", &secret(NEW, TOKENS.1))]);
+    let (a, b) = (tmp.path().join("a").display().to_string(), tmp.path().join("b").display().to_string());
+    let out = run("drover", &["diff", &a, &b], &[]);
+    assert_eq!(out.code, 1, "the sides differ: {}", out.stderr);
+    no_values("drover diff", &out.stdout);
+    assert!(out.stdout.contains("*** (before)") && out.stdout.contains("*** (after)"), "{}", out.stdout);
+    let out = run("drover", &["diff", &a, &b, "-o", "json"], &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    no_values("drover diff -o json", &out.stdout);
+    assert_eq!(out.json()["changed"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn agent_plan_on_the_dir_target_shows_no_secret_value() {
+    let fx = Fx::new();
+    fx.push(&objs(&[("db".into(), secret(OLD, TOKENS.0))]), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    fx.push(&objs(&[("db".into(), secret(NEW, TOKENS.1))]), 2, Some("k1"), &[]);
+    for format in ["table", "json"] {
+        let mut args = fx.agent_args(&fx.tag_ref);
+        args[0] = "plan".into();
+        args.extend(["-o".to_string(), format.to_string()]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run("drover-agent", &refs, &[]);
+        assert_eq!(out.code, 3, "the Secret would change:\n{}\n{}", out.stdout, out.stderr);
+        no_values(&format!("drover-agent plan -o {format}"), &out.stdout);
+        no_values(&format!("drover-agent plan -o {format} (stderr)"), &format!("{}password", out.stderr));
+    }
+}
