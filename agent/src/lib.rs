@@ -77,7 +77,17 @@ async fn plan(args: cli::PlanArgs) -> anyhow::Result<i32> {
     };
     let settings = Settings::merge(settings, file)?;
     init_logs(settings.log_format);
-    Ok(match preview::plan(&settings).await? {
+    // Interrupted: the plan (and with it the private copy of the state database) is
+    // dropped, which removes the copy.
+    let stop = run::terminated();
+    let planned = tokio::select! {
+        p = preview::plan(&settings) => p?,
+        _ = stop => {
+            let _ = writeln!(std::io::stderr(), "interrupted: nothing was changed; the private copy of the state database was removed");
+            return Ok(130);
+        }
+    };
+    Ok(match planned {
         preview::Planned::Refused { stage, message } => {
             let _ = writeln!(std::io::stderr(), "error: {stage}: {message}");
             1

@@ -87,17 +87,25 @@ pub fn backoff(interval: Duration, failures: u32) -> Duration {
     jitter(exp.min(cap), 0.2)
 }
 
-async fn terminated() {
+/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called (not
+/// when first awaited): a signal that arrives in between is not lost to the default action.
+pub(crate) fn terminated() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Serves HTTP on `--listen` (default [`DEFAULT_LISTEN`]; a one-shot run only when

@@ -59,3 +59,56 @@ fn agent_plan_on_the_dir_target_shows_no_secret_value() {
         no_values(&format!("drover-agent plan -o {format} (stderr)"), &format!("{}password", out.stderr));
     }
 }
+
+/// What is in `tmp` (plan's `TMPDIR`): its private copies of the state database (with
+/// the bundle cache: Secrets).
+fn copies(tmp: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(tmp).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+}
+
+#[test]
+fn plan_leaves_no_copy_of_the_state_database_when_interrupted_or_killed() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let fx = Fx::new();
+    fx.push(&objs(&[("db".into(), secret(OLD, TOKENS.0))]), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    // A registry that never answers keeps plan busy after it copied the database.
+    let silent = drover_tests::misbehave::SilentServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = fx.agent_args(&format!("{}/fleet/edge:prod", silent.addr));
+    args[0] = "plan".into();
+    let start = |timeout: &str| {
+        Command::new(drover_tests::bin("drover-agent"))
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .env("DROVER_REGISTRY_TIMEOUT", timeout)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let copied = || {
+        let t = Instant::now();
+        while copies(tmp.path()).is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(30), "plan never made its copy");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Interrupted (SIGTERM, as a terminal's ^C or a CI timeout): the copy goes with it.
+    let mut p = start("60s");
+    copied();
+    assert!(Command::new("kill").args(["-TERM", &p.id().to_string()]).status().unwrap().success());
+    p.wait().unwrap();
+    assert_eq!(copies(tmp.path()), Vec::<String>::new(), "SIGTERM left the copy behind");
+    // Killed outright: the next plan sweeps the copy away.
+    let mut p = start("60s");
+    copied();
+    p.kill().unwrap();
+    p.wait().unwrap();
+    assert_eq!(copies(tmp.path()).len(), 1, "a killed plan cannot clean up");
+    let mut p = start("1s");
+    p.wait().unwrap();
+    assert_eq!(copies(tmp.path()), Vec::<String>::new(), "the next plan removes a killed plan's copy");
+}
