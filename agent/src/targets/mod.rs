@@ -188,6 +188,10 @@ impl ObjectOutcome {
 pub struct ApplyReport {
     /// One outcome per requested object, in apply order.
     pub outcomes: Vec<ObjectOutcome>,
+    /// What the target found worth saying about the attempt as a whole (the dir target:
+    /// files it did not write); they join the attempt's reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl ApplyReport {
