@@ -4,17 +4,23 @@
 //! decoded, in text or JSON output.
 
 mod agent_support;
+mod kube_support;
 
 use agent_support::{objs, Fx};
 use drover_tests::{run, write_files};
+use kube_support::Env;
 
 const OLD: (&str, &str) = ("aHVudGVyMg==", "hunter2");
 const NEW: (&str, &str) = ("Y29ycmVjdCBob3JzZQ==", "correct horse");
 const TOKENS: (&str, &str) = ("old-plain-token", "new-plain-token");
 
-fn secret((b64, _): (&str, &str), token: &str) -> String {
+fn secret(value: (&str, &str), token: &str) -> String {
+    secret_in("app", value, token)
+}
+
+fn secret_in(namespace: &str, (b64, _): (&str, &str), token: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: app\ntype: Opaque\ndata:\n  password: {b64}\n  user: YWRtaW4=\nstringData:\n  token: {token}\n"
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: {namespace}\ntype: Opaque\ndata:\n  password: {b64}\n  user: YWRtaW4=\nstringData:\n  token: {token}\n"
     )
 }
 
@@ -111,4 +117,23 @@ fn plan_leaves_no_copy_of_the_state_database_when_interrupted_or_killed() {
     let mut p = start("1s");
     p.wait().unwrap();
     assert_eq!(copies(tmp.path()), Vec::<String>::new(), "the next plan removes a killed plan's copy");
+}
+
+scenarios!(kube_plan_shows_neither_the_bundle_nor_the_live_secret_value);
+
+fn kube_plan_shows_neither_the_bundle_nor_the_live_secret_value(env: &Env) {
+    env.push(&[env.namespace(), secret_in(&env.ns, OLD, TOKENS.0)], &[]);
+    env.agent_ok(&[]);
+    env.push(&[env.namespace(), secret_in(&env.ns, NEW, TOKENS.1)], &[]);
+    let key = env.path("keys/drover.pub");
+    let state = env.path("state");
+    for format in ["table", "json"] {
+        let args = [
+            "plan", "-o", format, "--target", "kube", "--source", &env.reference, "--plain-http", "--trust-key", key.to_str().unwrap(),
+            "--state-dir", state.to_str().unwrap(),
+        ];
+        let out = run("drover-agent", &args, &[("KUBECONFIG", env.cluster.kubeconfig().to_str().unwrap()), ("POD_NAMESPACE", &env.ns)]);
+        assert_eq!(out.code, 3, "the Secret would change:\n{}\n{}", out.stdout, out.stderr);
+        no_values(&format!("kube plan -o {format}"), &out.stdout);
+    }
 }
