@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use drover_tests::misbehave::{Reply, ScriptedServer};
 use drover_tests::spawn::run_capped;
-use drover_tests::{free_port, run};
+use drover_tests::run;
 use transport_support::*;
 
 const MIB: u64 = 1 << 20;
@@ -40,12 +40,8 @@ fn endless_token_registry() -> ScriptedServer {
 fn an_endless_token_answer_keeps_the_agent_under_64_mib() {
     let srv = endless_token_registry();
     let tmp = tempfile::tempdir().unwrap();
-    let (_, public) = keygen(tmp.path());
-    let state = tmp.path().join("state").display().to_string();
-    let source = format!("{}/fleet/edge:prod", srv.addr);
-    let target = format!("dir:{}", tmp.path().join("out").display());
-    let listen = format!("127.0.0.1:{}", free_port());
-    let args = ["run", "--once", "--source", &source, "--plain-http", "--trust-key", &public, "--target", &target, "--state-dir", &state, "--listen", &listen];
+    let (args, state) = agent_once(tmp.path(), &srv.addr);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (out, _) = run_capped(64 * MIB, Duration::from_secs(120), "drover-agent", &args, &[]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.code, 1, "a clear failure, not an abort:\n{}", out.stderr);
     assert!(srv.requests().iter().any(|l| l.starts_with("GET /token")), "{:?}", srv.requests());
