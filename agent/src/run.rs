@@ -46,25 +46,24 @@ pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>>
     }
 }
 
-/// Refuses to start when the agent's namespace (`drover-system`, POD_NAMESPACE unset)
-/// does not exist: its anti-rollback floor could never be kept in the cluster, and a new
-/// leader would replay an older signed bundle. With `POD_NAMESPACE` set (the downward API
-/// in a pod: the namespace the pod runs in) a missing namespace stays a warning on each
-/// write, as a failed write does; so does a check that cannot tell (no access to
-/// namespaces, the API server unreachable).
+/// Refuses to start when the agent's namespace is the default `drover-system`
+/// (POD_NAMESPACE unset) and does not exist: its anti-rollback floor could never be kept
+/// in the cluster, and a new leader would replay an older signed bundle. With
+/// `POD_NAMESPACE` set (in a pod, the downward API names the namespace the pod runs in) no
+/// request is made; a namespace that is missing then shows as a failed write, a warning
+/// as every transient write failure. A check that cannot tell (no `get` on namespaces,
+/// the API server unreachable) is a warning too.
 async fn check_state_namespace(target: &crate::targets::kube::KubeTarget, namespace: &str) -> anyhow::Result<()> {
-    let pod_namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty());
+    if std::env::var("POD_NAMESPACE").is_ok_and(|s| !s.is_empty()) {
+        return Ok(());
+    }
     match target.state_namespace_exists().await {
         Ok(true) => Ok(()),
-        Ok(false) if pod_namespace.is_none() => anyhow::bail!(
+        Ok(false) => anyhow::bail!(
             "the agent's state namespace {namespace} does not exist (POD_NAMESPACE is unset, so the agent uses {namespace}): \
              it keeps its anti-rollback floor and inventory there, and without them a new leader would replay an older \
              signed bundle. Create the namespace {namespace}, or set POD_NAMESPACE to the namespace the agent runs in"
         ),
-        Ok(false) => {
-            tracing::warn!(namespace, "the agent's state namespace (POD_NAMESPACE) does not exist yet: its floor is not kept in the cluster until it does");
-            Ok(())
-        }
         Err(e) => {
             tracing::warn!(namespace, "cannot tell whether the agent's state namespace exists: {e}");
             Ok(())
