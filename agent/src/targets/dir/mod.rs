@@ -69,7 +69,10 @@ impl DirTarget {
         if std::fs::symlink_metadata(&root).is_err() {
             crate::private::create_dir_all(&root).map_err(|e| io_err(&root, e))?;
         }
-        let fd = fsat::open_root(&root).map_err(|e| io_err(&root, e))?;
+        let fd = fsat::open_root(&root).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => TargetError::Io { path: root.display().to_string(), message: "is a symbolic link: give the directory itself".into() },
+            _ => io_err(&root, e),
+        })?;
         fsat::claim(fd.as_fd()).map_err(|m| TargetError::Io { path: root.display().to_string(), message: m })?;
         let t = DirTarget { root, fd: Some(Arc::new(fd)) };
         t.recover()?;
