@@ -4,6 +4,7 @@
 //! by key; lists are compared as a whole (a list is one field, as server-side apply
 //! treats an atomic list).
 
+use drover_proto::text::redact;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -45,10 +46,13 @@ fn walk(path: &str, before: Option<&Value>, after: Option<&Value>, out: &mut Vec
     }
 }
 
-/// The changed fields from `before` to `after`, sorted by path.
+/// The changed fields from `before` to `after`, sorted by path. A Secret's values are
+/// compared as they are but shown redacted (`drover_proto::text::redact`): a changed key
+/// of `data`/`stringData` is `*** (before)` -> `*** (after)`, never its value.
 pub fn diff(before: &Value, after: &Value) -> Vec<FieldChange> {
+    let (before, after) = redact::redact_pair(before, after);
     let mut out = Vec::new();
-    walk("", Some(before), Some(after), &mut out);
+    walk("", Some(&before), Some(&after), &mut out);
     out
 }
 
@@ -80,5 +84,13 @@ mod tests {
         assert_eq!(d[1].before, None);
         assert!(diff(&a, &a).is_empty());
         assert_eq!(diff(&json!({"l": [1]}), &json!({"l": [2]}))[0].path, "l");
+    }
+
+    #[test]
+    fn secret_values_are_never_in_a_diff() {
+        let s = |pw: &str| json!({"apiVersion": "v1", "kind": "Secret", "data": {"password": pw, "user": "YWRtaW4="}});
+        let d = diff(&s("b2xk"), &s("bmV3"));
+        assert_eq!(d, [FieldChange { path: "data.password".into(), before: Some(json!("*** (before)")), after: Some(json!("*** (after)")) }]);
+        assert!(diff(&s("b2xk"), &s("b2xk")).is_empty());
     }
 }

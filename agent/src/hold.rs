@@ -43,6 +43,15 @@ pub enum HoldError {
     /// The state directory does not exist.
     #[error("{0} does not exist; give the agent's --state-dir")]
     NoStateDir(String),
+    /// The directory exists but holds no agent's state (no database): a wrong directory,
+    /// often one level too high; a hold there would hold nothing.
+    #[error("{dir} holds no agent state (no {dir}/db): give the --state-dir the agent runs with{hint}")]
+    NotStateDir {
+        /// The directory given.
+        dir: String,
+        /// ` (DIR/x holds one)` when a directory below it does.
+        hint: String,
+    },
     /// The reason is empty or too long.
     #[error("--reason: {0}")]
     Reason(String),
@@ -134,6 +143,28 @@ fn file(dir: &Path) -> PathBuf {
     dir.join(FILE)
 }
 
+/// Refuses a directory that is not an agent's state directory (hold and release act only
+/// on one: a hold file elsewhere holds nothing, and "held" would be a lie).
+fn state_dir(dir: &Path) -> Result<(), HoldError> {
+    if !dir.is_dir() {
+        return Err(HoldError::NoStateDir(dir.display().to_string()));
+    }
+    if crate::record::holds_state(dir) {
+        return Ok(());
+    }
+    let below: Vec<String> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| crate::record::holds_state(p))
+        .map(|p| p.display().to_string())
+        .take(3)
+        .collect();
+    let hint = if below.is_empty() { String::new() } else { format!(" ({} holds one)", below.join(", ")) };
+    Err(HoldError::NotStateDir { dir: dir.display().to_string(), hint })
+}
+
 /// `drover-agent hold`: writes the hold file (atomically, mode 0600). Holding again
 /// replaces the reason and keeps the first `since`.
 pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
@@ -144,9 +175,7 @@ pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
     if reason.chars().count() > MAX_REASON {
         return Err(HoldError::Reason(format!("at most {MAX_REASON} characters")));
     }
-    if !dir.is_dir() {
-        return Err(HoldError::NoStateDir(dir.display().to_string()));
-    }
+    state_dir(dir)?;
     let since = match read_file(dir) {
         Ok(Some(h)) => h.since,
         _ => drover_proto::time::now_rfc3339(),
@@ -164,9 +193,7 @@ pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
 
 /// `drover-agent release`: removes the hold file; the hold it removed, if any.
 pub fn release(dir: &Path) -> Result<Option<Hold>, HoldError> {
-    if !dir.is_dir() {
-        return Err(HoldError::NoStateDir(dir.display().to_string()));
-    }
+    state_dir(dir)?;
     let held = read_file(dir).unwrap_or(None);
     let path = file(dir);
     match fs::remove_file(&path) {
@@ -330,6 +357,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         assert!(read_file(tmp.path()).unwrap().is_none());
         assert!(hold(tmp.path(), "  ").is_err());
+        assert!(matches!(hold(tmp.path(), "x"), Err(HoldError::NotStateDir { .. })), "no database: not a state directory");
+        crate::record::Store::open(tmp.path()).unwrap();
         let h = hold(tmp.path(), "night shift").unwrap();
         let again = hold(tmp.path(), "still the night shift").unwrap();
         assert_eq!(again.since, h.since, "holding again keeps since");

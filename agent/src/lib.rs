@@ -78,7 +78,17 @@ async fn plan(args: cli::PlanArgs) -> anyhow::Result<i32> {
     };
     let settings = Settings::merge(settings, file)?;
     init_logs(settings.log_format);
-    Ok(match preview::plan(&settings).await? {
+    // Interrupted: the plan (and with it the private copy of the state database) is
+    // dropped, which removes the copy.
+    let stop = run::terminated();
+    let planned = tokio::select! {
+        p = preview::plan(&settings) => p?,
+        _ = stop => {
+            let _ = writeln!(std::io::stderr(), "interrupted: nothing was changed; the private copy of the state database was removed");
+            return Ok(130);
+        }
+    };
+    Ok(match planned {
         preview::Planned::Refused { stage, message } => {
             let _ = writeln!(std::io::stderr(), "error: {stage}: {message}");
             1
@@ -161,7 +171,7 @@ pub fn main_entry() -> i32 {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
             // Usage and configuration errors are 2; everything else failed (1).
             let usage = e.downcast_ref::<config::ConfigError>().is_some()
-                || matches!(e.downcast_ref::<hold::HoldError>(), Some(hold::HoldError::NoStateDir(_) | hold::HoldError::Reason(_)));
+                || matches!(e.downcast_ref::<hold::HoldError>(), Some(hold::HoldError::NoStateDir(_) | hold::HoldError::NotStateDir { .. } | hold::HoldError::Reason(_)));
             if usage { 2 } else { 1 }
         }
     }

@@ -94,7 +94,28 @@ impl Metrics {
             "1 while the state database cannot be written (a full disk, a read-only volume): the agent runs on from memory and writes it once it can",
             m.state_unwritable.clone(),
         );
-        Metrics { registry, ..m }
+        let m = Metrics { registry, ..m };
+        m.start_at_zero();
+        m
+    }
+
+    /// Creates every labelled series with a known label value at 0: a family with no
+    /// series is not exported at all, and `increase(...) > 0` never sees its step from
+    /// nothing to 1 (the first failure would go unnoticed).
+    fn start_at_zero(&self) {
+        for r in crate::record::AttemptResult::ALL {
+            let _ = self.polls.get_or_create(&l(&[("result", &r.to_string())]));
+        }
+        for r in ["Applied", "Failed"] {
+            let _ = self.applies.get_or_create(&l(&[("result", r)]));
+        }
+        for a in crate::targets::Action::ALL {
+            let _ = self.objects.get_or_create(&l(&[("outcome", &a.to_string())]));
+        }
+        for reason in crate::stage::REJECT_REASONS {
+            let _ = self.verification_failures.get_or_create(&l(&[("reason", reason)]));
+        }
+        self.health("");
     }
 
     /// Counts a poll.
@@ -115,7 +136,8 @@ impl Metrics {
         self.bundle_info.get_or_create(&l(&[("source", source), ("digest", digest), ("sequence", &sequence.to_string())])).set(1);
     }
 
-    /// Sets the health of the applied state (`Healthy`, `Progressing` or `Degraded`).
+    /// Sets the health of the applied state (`Healthy`, `Progressing` or `Degraded`; all
+    /// three 0 for anything else: nothing applied yet).
     pub fn health(&self, state: &str) {
         for s in ["Healthy", "Progressing", "Degraded"] {
             self.health.get_or_create(&l(&[("state", s)])).set(i64::from(s == state));
@@ -145,7 +167,7 @@ impl Metrics {
     /// Counts object outcomes.
     pub fn object(&self, action: &str, n: u64) {
         if n > 0 {
-            self.objects.get_or_create(&l(&[("outcome", action)])).inc_by(n);
+            let _ = self.objects.get_or_create(&l(&[("outcome", action)])).inc_by(n);
         }
     }
 

@@ -8,9 +8,12 @@
 //!
 //! Nothing is written: not the target (the kube target's dry run stores nothing; the dir
 //! target is only read), not the state directory. sled locks the database of a running
-//! agent and opening it writes, so plan reads a private copy of `STATE_DIR/db` in a
-//! temporary directory (removed afterwards); the floor and inventory are also raised by
-//! the target's record ([`crate::recall`]), read only.
+//! agent and opening it writes, so plan reads a private copy of `STATE_DIR/db` (with the
+//! bundle cache: Secrets) in a temporary directory `drover-agent-plan-<pid>-*` (0700),
+//! removed on every exit: when plan ends, fails or is interrupted (SIGINT/SIGTERM drop it:
+//! `lib.rs`), and, for a plan that was killed outright, by the next plan's sweep of
+//! copies whose process is gone ([`sweep_stale_copies`]); the floor and inventory are
+//! also raised by the target's record ([`crate::recall`]), read only.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -66,6 +69,58 @@ pub enum Planned {
     },
 }
 
+/// The name prefix of plan's private copies in the temporary directory.
+pub const COPY_PREFIX: &str = "drover-agent-plan-";
+
+/// Removes the private copies in `tmp` left by plans that were killed: directories named
+/// `drover-agent-plan-<pid>-*` of this user whose process no longer runs (a copy of a
+/// running plan, or another user's, is left alone). Returns how many were removed.
+pub fn sweep_stale_copies(tmp: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return 0 };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(COPY_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let Ok(md) = std::fs::symlink_metadata(e.path()) else { continue };
+        if !md.is_dir() || !ours(&md) {
+            continue;
+        }
+        match std::fs::remove_dir_all(e.path()) {
+            Ok(()) => removed += 1,
+            Err(err) => tracing::warn!("cannot remove a stale copy of a state database {}: {err}", e.path().display()),
+        }
+    }
+    removed
+}
+
+#[cfg(unix)]
+fn ours(md: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    md.uid() == unsafe { libc::geteuid() }
+}
+
+#[cfg(not(unix))]
+fn ours(_md: &std::fs::Metadata) -> bool {
+    false
+}
+
+/// A new private temporary directory for the copy, after sweeping stale ones.
+fn private_copy() -> anyhow::Result<tempfile::TempDir> {
+    let tmp = std::env::temp_dir();
+    let swept = sweep_stale_copies(&tmp);
+    if swept > 0 {
+        tracing::info!("removed {swept} copies of a state database left in {} by plans that were killed", tmp.display());
+    }
+    tempfile::Builder::new()
+        .prefix(&format!("{COPY_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .context("a temporary directory for the copy of the state database")
+}
+
 /// Copies the database of `state_dir` (if any) into `into`, for reading.
 fn copy_db(state_dir: &Path, into: &Path) -> anyhow::Result<()> {
     let src = state_dir.join("db");
@@ -100,7 +155,7 @@ async fn target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
 pub async fn plan(settings: &Settings) -> anyhow::Result<Planned> {
     let trust = crate::run::trust(settings)?;
     let fingerprint = trust.fingerprint();
-    let copy = tempfile::tempdir().context("a temporary directory for the copy of the state database")?;
+    let copy = private_copy()?;
     copy_db(&settings.state_dir, copy.path())?;
     let store = Store::open(copy.path()).context("reading the copy of the state database")?;
     let client = crate::run::registry_client(settings)?;
@@ -133,6 +188,9 @@ pub async fn plan(settings: &Settings) -> anyhow::Result<Planned> {
         Err(e) => return Ok(refused("plan")(e)),
     };
     let mut objects = target.plan_apply(&req).await.context("planning the apply")?;
+    for o in &mut objects {
+        o.message = crate::apply::mask_secret_messages(&req, &o.object, &o.message);
+    }
     let mut notes: Vec<String> = note.into_iter().collect();
     let namespaces: Vec<_> = crate::prune::candidates(&state.inventory, &req).into_iter().filter(crate::prune::is_namespace).collect();
     let contents = if namespaces.is_empty() { Vec::new() } else { target.namespace_contents(&namespaces).await };

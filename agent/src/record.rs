@@ -61,6 +61,12 @@ pub enum AttemptResult {
     Held,
 }
 
+impl AttemptResult {
+    /// Every result (the label values of `drover_polls_total`).
+    pub const ALL: [AttemptResult; 5] =
+        [AttemptResult::Applied, AttemptResult::Unchanged, AttemptResult::Rejected, AttemptResult::Failed, AttemptResult::Held];
+}
+
 impl std::fmt::Display for AttemptResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{self:?}")
@@ -225,13 +231,21 @@ fn io_message(e: &sled::Error) -> String {
     }
 }
 
+/// The database directory inside a state directory.
+pub const DB_DIR: &str = "db";
+
+/// True when `dir` holds an agent's state: a database an agent created (`DIR/db/conf`).
+pub fn holds_state(dir: &Path) -> bool {
+    dir.join(DB_DIR).join("conf").is_file()
+}
+
 impl Store {
     /// Opens (creating) the database in `dir`. Fails when another process holds it.
     /// The database directory and its files are private (0700/0600, see
     /// [`crate::private`]); `dir` itself too when the agent may change it (a volume's
     /// mount point may belong to root: then a warning).
     pub fn open(dir: &Path) -> Result<Self, RecordError> {
-        let path = dir.join("db");
+        let path = dir.join(DB_DIR);
         let err = |e: sled::Error| RecordError::Db { path: path.display().to_string(), message: io_message(&e) };
         private::create_dir_all(&path).map_err(|e| err(e.into()))?;
         if let Err(e) = private::tighten_dir(dir) {

@@ -39,7 +39,34 @@ pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>>
                 retry: RetryPolicy { request_timeout: settings.api_timeout, ..RetryPolicy::default() },
                 ..KubeOptions::default()
             };
-            Ok(Arc::new(KubeTarget::connect(opts).await.context("target kube")?))
+            let target = KubeTarget::connect(opts).await.context("target kube")?;
+            check_state_namespace(&target, &settings.agent_namespace).await?;
+            Ok(Arc::new(target))
+        }
+    }
+}
+
+/// Refuses to start when the agent's namespace is the default `drover-system`
+/// (POD_NAMESPACE unset) and does not exist: its anti-rollback floor could never be kept
+/// in the cluster, and a new leader would replay an older signed bundle. With
+/// `POD_NAMESPACE` set (in a pod, the downward API names the namespace the pod runs in) no
+/// request is made; a namespace that is missing then shows as a failed write, a warning
+/// as every transient write failure. A check that cannot tell (no `get` on namespaces,
+/// the API server unreachable) is a warning too.
+async fn check_state_namespace(target: &crate::targets::kube::KubeTarget, namespace: &str) -> anyhow::Result<()> {
+    if std::env::var("POD_NAMESPACE").is_ok_and(|s| !s.is_empty()) {
+        return Ok(());
+    }
+    match target.state_namespace_exists().await {
+        Ok(true) => Ok(()),
+        Ok(false) => anyhow::bail!(
+            "the agent's state namespace {namespace} does not exist (POD_NAMESPACE is unset, so the agent uses {namespace}): \
+             it keeps its anti-rollback floor and inventory there, and without them a new leader would replay an older \
+             signed bundle. Create the namespace {namespace}, or set POD_NAMESPACE to the namespace the agent runs in"
+        ),
+        Err(e) => {
+            tracing::warn!(namespace, "cannot tell whether the agent's state namespace exists: {e}");
+            Ok(())
         }
     }
 }
@@ -59,17 +86,25 @@ pub fn backoff(interval: Duration, failures: u32) -> Duration {
     jitter(exp.min(cap), 0.2)
 }
 
-async fn terminated() {
+/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called (not
+/// when first awaited): a signal that arrives in between is not lost to the default action.
+pub(crate) fn terminated() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Serves HTTP on `--listen` (default [`DEFAULT_LISTEN`]; a one-shot run only when
@@ -85,11 +120,7 @@ async fn serve_http(settings: &Settings, once: bool, shared: Arc<Shared>) -> any
     let bound = listener.local_addr().context("the bound listen address")?;
     crate::query::write_endpoint(&settings.state_dir, bound);
     let app = crate::serve::router(shared);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!("HTTP server: {e}");
-        }
-    });
+    tokio::spawn(crate::serve::serve(listener, app, crate::serve::Limits::default()));
     Ok(Some(bound))
 }
 

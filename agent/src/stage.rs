@@ -2,6 +2,12 @@
 //! `plan`, `apply`, `prune`) returns when it stops the pipeline. Stages depend on this
 //! module, never on `pipeline` (which wires them).
 
+/// Every `reason` of [`StageError::Rejected`] (the label values of
+/// `drover_verification_failures_total`, exported at 0 from the start so that an alert on
+/// `increase(...)` sees the first refusal).
+pub const REJECT_REASONS: &[&str] =
+    &["unsigned", "signature", "tampered", "policy", "sequence", "rollback", "cluster_type", "environment", "fetch", "content"];
+
 /// Why a stage stopped the pipeline.
 #[derive(Debug, Clone)]
 pub enum StageError {
@@ -31,5 +37,26 @@ impl StageError {
             StageError::Unreachable(m) | StageError::Failed(m) => m,
             StageError::Rejected { message, .. } => message,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every reason label written in the stages is one of [`super::REJECT_REASONS`].
+    #[test]
+    fn reject_reasons_are_listed() {
+        let sources = [include_str!("verify.rs"), include_str!("fetch.rs"), include_str!("unpack.rs"), include_str!("plan.rs")];
+        let mut found = 0;
+        for src in sources {
+            for pat in ["reject(\"", "reason: \""] {
+                for (i, _) in src.match_indices(pat) {
+                    let rest = &src[i + pat.len()..];
+                    let label = &rest[..rest.find('"').expect("closing quote")];
+                    assert!(super::REJECT_REASONS.contains(&label), "reason {label:?} is not in REJECT_REASONS");
+                    found += 1;
+                }
+            }
+        }
+        assert!(found >= 10, "found only {found} reasons");
     }
 }

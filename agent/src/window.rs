@@ -126,7 +126,14 @@ impl Windows {
             let zone_name = spec.time_zone.as_deref().unwrap_or("UTC");
             let zone = TimeZone::get(zone_name)
                 .map_err(|e| format!("{at}: timeZone {zone_name:?} is not an IANA time zone name like Europe/Berlin or UTC: {e}"))?;
-            windows.push(Window { cron, duration, zone });
+            let window = Window { cron, duration, zone };
+            if window.next_start(Timestamp::now()).is_none() {
+                return Err(format!(
+                    "{at}: schedule {:?} never opens (no date matches it, such as 30 February): an agent held by it would apply nothing, ever",
+                    spec.schedule
+                ));
+            }
+            windows.push(window);
         }
         Ok(Windows { windows })
     }

@@ -7,6 +7,7 @@
 mod authorize;
 mod diagnose;
 mod request;
+mod tags;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,7 +37,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const TIMEOUT_ENV: &str = "DROVER_REGISTRY_TIMEOUT";
 
 /// Largest tag list page read.
-const MAX_TAG_PAGE: u64 = 16 << 20;
+const MAX_TAG_PAGE: u64 = 4 << 20;
+/// Most tags read from one repository: far above a channel's history or a fleet's reports
+/// (one tag per cluster), far below what fills memory. Past it the listing is an error.
+pub const MAX_TAGS: usize = 100_000;
+/// Most tag list pages followed (`Link`) for one listing.
+pub const MAX_TAG_PAGES: usize = 1_000;
 /// Manifest size cap when a `HEAD` answer lacks a digest and the manifest is hashed.
 const MAX_HEAD_MANIFEST: u64 = 4 << 20;
 
@@ -290,12 +296,20 @@ impl RegistryClient {
         }
     }
 
-    /// Lists the repository's tags (following `Link` pagination).
+    /// Lists the repository's tags, following `Link` pagination on the registry's own
+    /// host only, with a bound on pages ([`MAX_TAG_PAGES`], each at most 4 MiB) and on tags
+    /// ([`MAX_TAGS`]): a listing past either is an error that names the bound.
     pub async fn list_tags(&self, r: &RegistryRef) -> Result<Vec<String>, StoreError> {
         let what = format!("list tags of {}", r.repository_url());
+        let bound = |m: String| StoreError::Transport { what: what.clone(), message: m };
         let mut tags = Vec::new();
         let mut next = Some(self.url(r, "tags/list"));
+        let mut pages = 0usize;
         while let Some(url) = next.take() {
+            pages += 1;
+            if pages > MAX_TAG_PAGES {
+                return Err(bound(format!("the registry links more than {MAX_TAG_PAGES} pages of tags (the limit of pages read for one listing)")));
+            }
             let call = Call { url, ..self.call(r, Method::GET, "", Scope::Pull, &what) };
             let res = self.engine.send(&call).await?;
             match res.status().as_u16() {
@@ -303,22 +317,30 @@ impl RegistryClient {
                 404 => return Ok(tags),
                 _ => return Err(self.engine.unexpected(&what, res).await),
             }
-            next = next_page(&call.url, res.headers().get("link").and_then(|v| v.to_str().ok()));
+            next = next_page(&call.url, res.headers().get("link").and_then(|v| v.to_str().ok())).map_err(bound)?;
             let body = read_capped(res, MAX_TAG_PAGE, &what, &self.engine).await?;
-            let doc: serde_json::Value =
-                serde_json::from_slice(&body).map_err(|e| StoreError::Transport { what: what.clone(), message: format!("tag list is not JSON: {e}") })?;
-            tags.extend(doc["tags"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)));
+            tags::read_page(&body, &mut tags, MAX_TAGS).map_err(bound)?;
         }
         Ok(tags)
     }
 }
 
-/// The `rel="next"` URL of a `Link` header, resolved against `current`.
-fn next_page(current: &str, link: Option<&str>) -> Option<String> {
-    let link = link?;
-    let part = link.split(',').find(|p| p.contains("rel=\"next\"") || p.contains("rel=next"))?;
-    let target = part.split_once('<')?.1.split_once('>')?.0;
-    reqwest::Url::parse(current).ok()?.join(target).ok().map(|u| u.to_string())
+/// The `rel="next"` URL of a `Link` header, resolved against `current`; an error when it
+/// leaves the registry (another host, port or scheme): credentials and the listing stay there.
+fn next_page(current: &str, link: Option<&str>) -> Result<Option<String>, String> {
+    let Some(link) = link else { return Ok(None) };
+    let Some(part) = link.split(',').find(|p| p.contains("rel=\"next\"") || p.contains("rel=next")) else { return Ok(None) };
+    let Some(target) = part.split_once('<').and_then(|(_, t)| t.split_once('>')).map(|(t, _)| t) else { return Ok(None) };
+    let base = reqwest::Url::parse(current).map_err(|e| format!("bad URL {current}: {e}"))?;
+    let url = base.join(target).map_err(|e| format!("the registry's Link {target:?} is not a URL: {e}"))?;
+    if url.scheme() != base.scheme() || request::authority(&url) != request::authority(&base) {
+        return Err(format!(
+            "the registry's next page is on another host ({}://{}); a tag list is only followed on the registry's own host",
+            url.scheme(),
+            request::authority(&url)
+        ));
+    }
+    Ok(Some(url.to_string()))
 }
 
 #[cfg(test)]
@@ -337,9 +359,12 @@ mod tests {
     fn link_pagination() {
         let cur = "https://r.example/v2/a/tags/list";
         assert_eq!(
-            next_page(cur, Some("</v2/a/tags/list?last=x&n=100>; rel=\"next\"")).as_deref(),
+            next_page(cur, Some("</v2/a/tags/list?last=x&n=100>; rel=\"next\"")).unwrap().as_deref(),
             Some("https://r.example/v2/a/tags/list?last=x&n=100")
         );
-        assert_eq!(next_page(cur, None), None);
+        assert_eq!(next_page(cur, None), Ok(None));
+        assert!(next_page(cur, Some("<https://evil.example/v2/a/tags/list>; rel=\"next\"")).unwrap_err().contains("evil.example"));
+        assert!(next_page(cur, Some("<http://r.example/v2/a/tags/list>; rel=\"next\"")).is_err(), "no downgrade to http");
+        assert!(next_page(cur, Some("<https://r.example:444/x>; rel=\"next\"")).is_err(), "no other port");
     }
 }

@@ -116,6 +116,26 @@ fn a_hold_file_that_is_not_a_hold_holds() {
     assert!(out.code == 2 && out.stderr.contains("--state-dir"), "{}", out.stderr);
 }
 
+#[test]
+fn hold_one_level_too_high_is_refused_and_the_agent_is_not_told_it_is_held() {
+    let fx = Fx::new();
+    let v1 = fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    // The operator points at the directory above the state directory.
+    let above = fx.s("");
+    let out = run("drover-agent", &["hold", "--state-dir", &above, "--reason", "freeze"], &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("holds no agent state") && out.stderr.contains(&fx.state()), "names the state directory below: {}", out.stderr);
+    assert!(!fx.p("hold.json").exists(), "no hold file written where no agent reads it");
+    let out = run("drover-agent", &["release", "--state-dir", &above], &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    // The agent is not held: the next bundle is applied.
+    let v2 = fx.push(&objs(&[cm("app", "a", "2")]), 2, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    assert_ne!(fx.status()["appliedDigest"], v1.as_str());
+    assert_eq!(fx.status()["appliedDigest"], v2.as_str());
+}
+
 scenarios!(kubectl_annotation_holds_a_kube_agent);
 
 fn kubectl_annotation_holds_a_kube_agent(env: &Env) {

@@ -95,6 +95,9 @@ fn bad_windows_are_refused_naming_the_field() {
         ("0 22 * * 1-5;6 hours please;UTC", "duration \"6 hours please\""),
         ("0 22 * * 1-5;6h;Europe/Berln", "timeZone \"Europe/Berln\""),
         ("0 22 * * 1-5", "SCHEDULE;DURATION"),
+        // A window that can never open (there is no 30 February): held forever otherwise.
+        ("0 0 30 2 *;1h", "schedule \"0 0 30 2 *\" never opens"),
+        ("0 0 31 4,6 *;1h;Europe/Berlin", "never opens"),
     ] {
         let out = fx.once(&["--apply-window", window]);
         assert_eq!(out.code, 2, "{window}: {}", out.stderr);

@@ -116,6 +116,35 @@ fn rollback_takes_the_sequence_from_verified_history_not_from_the_channel_tag() 
     assert!(sig_manifest(&reg, "fleet/edge", &evil.digest).is_none());
 }
 
+#[test]
+fn rollback_finds_the_verified_floor_under_forty_forged_history_tags() {
+    let reg = Registry::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(tmp.path());
+    let (d41, _d42) = two_releases(&reg, tmp.path(), &key);
+
+    // The attacker points prod at an unsigned bundle, then writes 40 history tags above the
+    // real ones (prod-100 .. prod-139), each a different manifest (raw HTTP PUTs of the
+    // unsigned manifest with one annotation changed): more than any fixed number of probes.
+    let meta = BundleMeta { cluster_type: "edge".into(), environment: "prod".into(), sequence: 1000, ..Default::default() };
+    let evil = assemble(&evil_objects(), &meta);
+    skopeo_put(&reg, &tmp.path().join("evil"), &evil, "fleet/edge:prod");
+    let mut forged: serde_json::Value = serde_json::from_slice(&evil.manifest).unwrap();
+    for n in 100..140 {
+        forged["annotations"]["forged"] = serde_json::Value::String(n.to_string());
+        let bytes = serde_json::to_vec(&forged).unwrap();
+        drover_tests::rawreg::put_manifest(&reg.addr, "fleet/edge", &format!("prod-{n}"), &bytes, drover_proto::media::OCI_MANIFEST);
+    }
+
+    // The floor is still the verified prod-42: rollback to prod-41 publishes sequence 43.
+    let out = drover(&["-o", "json", "rollback", &reg.reference("fleet/edge:prod"), "--to", "prod-41", "--key", key.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let j = out.json();
+    assert_eq!(j["sequence"], 43, "{j}");
+    assert_eq!(j["restoredFrom"], d41.as_str(), "{j}");
+    assert_eq!(verify(&reg.reference("fleet/edge:prod"), &[&public], 1).code, 0);
+}
+
 /// A platform with one cluster type `edge` and one workload.
 fn platform(root: &Path) {
     drover_tests::write_files(

@@ -476,3 +476,50 @@ fn leader_gauge_is_zero_while_another_holder_keeps_the_lease(env: &kube_support:
     assert!(leading.is_some(), "once the holder stops renewing the agent leads: drover_leader 1 (status {status:?})");
     assert_eq!(code, Some(0));
 }
+
+/// Each sample of a metrics page: its name and its `label="value"` pairs.
+fn samples(page: &str) -> Vec<(String, Vec<String>)> {
+    page.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|line| {
+            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+            let pairs = if line[name_end..].starts_with('{') {
+                split_matchers(&line[name_end + 1..line.rfind('}').expect("closing brace")]).iter().map(|m| m.trim().to_string()).collect()
+            } else {
+                Vec::new()
+            };
+            (line[..name_end].to_string(), pairs)
+        })
+        .collect()
+}
+
+#[test]
+fn a_freshly_started_agent_exports_every_series_the_alerts_use() {
+    // An agent that has done nothing yet (its channel is empty): an alert on
+    // `increase(x{label="value"}[..]) > 0` sees the first failure only when the series
+    // already exists at 0.
+    let fx = Fx::new();
+    let listen = format!("127.0.0.1:{}", drover_tests::free_port());
+    let mut agent = fx.spawn(&fx.tag_ref.clone(), &listen, &["--interval", "1h"]);
+    wait_until(30, "/metrics answers", || http_get(&listen, "/metrics").is_some());
+    let page = http_get(&listen, "/metrics").map(|(_, body)| body).unwrap_or_default();
+    assert_eq!(terminate(&mut agent), Some(0));
+    let have = samples(&page);
+    for g in rules()["groups"].as_array().unwrap() {
+        for rule in g["rules"].as_array().unwrap() {
+            let expr = rule["expr"].as_str().unwrap();
+            for (name, _) in selectors(expr) {
+                // The exact matchers of the selector (`result="Failed"`), label values included.
+                let wanted: Vec<String> = expr
+                    .split(name.as_str())
+                    .skip(1)
+                    .filter_map(|rest| rest.trim_start().strip_prefix('{').and_then(|r| r.split_once('}')).map(|(m, _)| m.to_string()))
+                    .flat_map(|m| split_matchers(&m))
+                    .map(|m| m.replace(' ', ""))
+                    .collect();
+                let found = have.iter().any(|(n, pairs)| n == &name && wanted.iter().all(|w| pairs.contains(w)));
+                assert!(found, "alert {}: no series {name}{{{}}} on a fresh agent's /metrics:\n{page}", rule["alert"], wanted.join(","));
+            }
+        }
+    }
+}

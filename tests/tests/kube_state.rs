@@ -133,3 +133,26 @@ fn agent_keeps_working_when_the_state_cannot_be_written(env: &Env) {
     assert!(env.get("configmap", "a").is_none(), "pruned with the local inventory");
     assert!(env.get("configmap", "b").is_some());
 }
+
+/// The operator's mistake the issue found: no `drover-system` namespace and POD_NAMESPACE
+/// unset. The agent used to warn that its floor could not be saved and apply anyway (a
+/// new leader then replays an older signed bundle); now it refuses to start. Fake API
+/// server only: a real cluster may well have a `drover-system`.
+#[test]
+fn a_missing_state_namespace_is_refused_at_start_naming_it_and_pod_namespace() {
+    let env = Env::new(kube_support::Cluster::fake(), "nostatens");
+    env.push(&[env.namespace(), env.configmap("a", "1", &[])], &[]);
+    let key = env.path("keys/drover.pub");
+    let state = env.path("state");
+    let out: drover_tests::Out = std::process::Command::new(drover_tests::bin("drover-agent"))
+        .args(["run", "--once", "--target", "kube", "--source", &env.reference, "--plain-http", "--trust-key", key.to_str().unwrap()])
+        .args(["--state-dir", state.to_str().unwrap()])
+        .env("KUBECONFIG", env.cluster.kubeconfig())
+        .env_remove("POD_NAMESPACE")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("drover-system") && out.stderr.contains("POD_NAMESPACE"), "{}", out.stderr);
+    assert!(env.get("configmap", "a").is_none(), "nothing applied");
+}

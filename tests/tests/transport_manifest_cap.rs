@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use drover_tests::misbehave::EndlessManifestServer;
 use drover_tests::spawn::run_within;
-use drover_tests::{free_port, run};
+use drover_tests::run;
 use transport_support::*;
 
 /// The server stops by itself after this many bytes; a client that reads to the end
@@ -34,12 +34,8 @@ fn inspect_stops_reading_an_endless_manifest_at_the_cap() {
 fn the_agent_stops_reading_an_endless_manifest_at_the_cap() {
     let srv = EndlessManifestServer::start(ENDLESS);
     let tmp = tempfile::tempdir().unwrap();
-    let (_, public) = keygen(tmp.path());
-    let state = tmp.path().join("state").display().to_string();
-    let source = format!("{}/fleet/edge:prod", srv.addr);
-    let target = format!("dir:{}", tmp.path().join("out").display());
-    let listen = format!("127.0.0.1:{}", free_port());
-    let args = ["run", "--once", "--source", &source, "--plain-http", "--trust-key", &public, "--target", &target, "--state-dir", &state, "--listen", &listen];
+    let (args, state) = agent_once(tmp.path(), &srv.addr);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (out, _) = run_within(Duration::from_secs(120), "drover-agent", &args, &[]).unwrap_or_else(|e| panic!("the agent must not hang: {e}"));
     assert_ne!(out.code, 0, "{}", out.stderr);
     let st = run("drover-agent", &["status", "-o", "json", "--endpoint", "http://127.0.0.1:9", "--state-dir", &state], &[]).json();

@@ -335,6 +335,7 @@ impl Pipeline {
             return self.apply_failed(&req, state, at, report).await;
         }
         let mut reasons = notes;
+        reasons.extend(report.notes.iter().cloned());
         let conflicts: BTreeSet<Key> = report.conflicts().map(|o| o.object.key()).collect();
         if !conflicts.is_empty() {
             let first: Vec<String> = report.conflicts().take(3).map(|o| format!("{}: {}", o.object, o.message)).collect();

@@ -134,6 +134,21 @@ pub enum Action {
 }
 
 impl Action {
+    /// Every action (the label values of `drover_objects_total`).
+    pub const ALL: [Action; 11] = [
+        Action::Created,
+        Action::Configured,
+        Action::Unchanged,
+        Action::Failed,
+        Action::Skipped,
+        Action::Deleted,
+        Action::Kept,
+        Action::Refused,
+        Action::Adopted,
+        Action::Conflict,
+        Action::Terminating,
+    ];
+
     /// True when the target changed this object.
     pub fn changed(self) -> bool {
         matches!(self, Action::Created | Action::Configured | Action::Adopted | Action::Deleted)
@@ -177,6 +192,10 @@ impl ObjectOutcome {
 pub struct ApplyReport {
     /// One outcome per requested object, in apply order.
     pub outcomes: Vec<ObjectOutcome>,
+    /// What the target found worth saying about the attempt as a whole (the dir target:
+    /// files it did not write); they join the attempt's reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl ApplyReport {

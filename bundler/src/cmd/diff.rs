@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use drover_proto::object::ObjectRef;
+use drover_proto::text::redact;
 use serde::Serialize;
 
 use crate::input::{canonical_yaml, load_dir};
@@ -36,6 +37,20 @@ type Key = (String, String, Option<String>, String);
 struct Side {
     label: String,
     objects: BTreeMap<Key, (ObjectRef, String)>,
+}
+
+/// The texts a changed object is shown with: its canonical YAML, or for a Secret the
+/// canonical YAML of both sides redacted as `kubectl diff` does (keys kept, values
+/// `***`, a changed one `*** (before)` / `*** (after)`).
+fn shown(ya: &str, yb: &str) -> anyhow::Result<(String, String)> {
+    let parse = |y: &str| serde_yaml_ng::from_str::<serde_json::Value>(y).context("canonical YAML parses");
+    let (va, vb) = (parse(ya)?, parse(yb)?);
+    if !redact::is_secret(&va) && !redact::is_secret(&vb) {
+        return Ok((ya.to_string(), yb.to_string()));
+    }
+    let (ra, rb) = redact::redact_pair(&va, &vb);
+    let text = |v: &serde_json::Value| String::from_utf8(canonical_yaml(v)).context("canonical YAML is UTF-8");
+    Ok((text(&ra)?, text(&rb)?))
 }
 
 /// One object present on both sides with different content.
@@ -117,7 +132,8 @@ async fn compare(args: &Args) -> anyhow::Result<DiffReport> {
             None => report.removed.push(id.clone()),
             Some((idb, yb)) if ya == yb && id == idb => report.unchanged += 1,
             Some((idb, yb)) => {
-                let diff = similar::TextDiff::from_lines(ya, yb)
+                let (ya, yb) = shown(ya, yb)?;
+                let diff = similar::TextDiff::from_lines(&ya, &yb)
                     .unified_diff()
                     .context_radius(args.context)
                     .header(&format!("a/{}", id.bundle_path()), &format!("b/{}", idb.bundle_path()))

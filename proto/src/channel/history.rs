@@ -11,9 +11,8 @@ use crate::trust::{self, TrustError, TrustPolicy, Verification};
 
 use super::{parse_history_tag, ChannelError, Position, MAX_SEQUENCE};
 
-/// History tags tried (highest first) when looking for the highest verified one; tags an
-/// attacker added above it cost one verification each, up to this many.
-pub const MAX_HISTORY_PROBES: usize = 32;
+/// Stepped-over history tags named one by one (the rest are counted).
+const NAMED_SKIPS: usize = 10;
 
 /// A bundle whose signatures satisfied the policy (or, without a policy, whose digests
 /// checked), with its manifest and config.
@@ -151,9 +150,12 @@ pub async fn complete(repo: &Repo, judged: Judged) -> Result<Holding, ChannelErr
 }
 
 /// The highest trusted bundle among the `<env>-<n>` history tags (of `tags`, the tags of
-/// `repo`) whose number is above `above`: tags are tried highest first, untrusted ones
-/// skipped (at most [`MAX_HISTORY_PROBES`] tries). Returns the head and the tags that were
-/// stepped over.
+/// `repo`) whose number is above `above`: tags are tried highest first and untrusted ones
+/// skipped, every one of them if need be, so that no number of tags an attacker adds above
+/// the real history hides it. What bounds the work is the tag list itself (see
+/// `registry::MAX_TAGS`); each forged tag costs one `HEAD` (its digest), unless it names a
+/// manifest already judged or one with a signature tag, which is then verified. Returns the
+/// head and the tags that were stepped over (the first few by name, then a count).
 pub async fn highest_trusted(
     repo: &Repo,
     tags: &[String],
@@ -167,16 +169,54 @@ pub async fn highest_trusted(
         .filter(|(n, _)| *n > above && *n <= MAX_SEQUENCE)
         .collect();
     numbered.sort_by(|a, b| b.cmp(a));
-    let mut skipped = Vec::new();
-    for (_, tag) in numbered.into_iter().take(MAX_HISTORY_PROBES) {
+    let signed: std::collections::HashSet<&str> = tags.iter().map(String::as_str).filter(|t| t.ends_with(".sig")).collect();
+    let mut judged = std::collections::HashSet::new();
+    let mut skips = Skips::default();
+    for (_, tag) in numbered {
+        if policy.is_some() {
+            // Cheap checks first: one HEAD, no body, no signature fetch.
+            let Some(digest) = repo.resolve(&tag).await? else { continue };
+            if !judged.insert(digest.clone()) {
+                skips.add(format!("{}: names {digest}, already found untrusted", repo.describe(&tag)));
+                continue;
+            }
+            if !signed.contains(crate::digest::signature_tag(&digest).as_str()) {
+                skips.add(format!("{}: {digest} is not signed (no signature tag)", repo.describe(&tag)));
+                continue;
+            }
+        }
         match read(repo, &tag, policy).await? {
-            Holding::Trusted(h) if h.config.environment == env => return Ok((Some(*h), skipped)),
-            Holding::Trusted(h) => skipped.push(format!("{} (environment {:?})", repo.describe(&tag), h.config.environment)),
-            Holding::Untrusted { reason, .. } | Holding::Foreign { reason, .. } => skipped.push(format!("{}: {reason}", repo.describe(&tag))),
+            Holding::Trusted(h) if h.config.environment == env => return Ok((Some(*h), skips.finish())),
+            Holding::Trusted(h) => skips.add(format!("{} (environment {:?})", repo.describe(&tag), h.config.environment)),
+            Holding::Untrusted { reason, .. } | Holding::Foreign { reason, .. } => skips.add(format!("{}: {reason}", repo.describe(&tag))),
             Holding::Empty => {}
         }
     }
-    Ok((None, skipped))
+    Ok((None, skips.finish()))
+}
+
+/// History tags stepped over: the first [`NAMED_SKIPS`] by name, the rest counted.
+#[derive(Default)]
+struct Skips {
+    named: Vec<String>,
+    more: usize,
+}
+
+impl Skips {
+    fn add(&mut self, s: String) {
+        if self.named.len() < NAMED_SKIPS {
+            self.named.push(s);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        if self.more > 0 {
+            self.named.push(format!("{} more history tags", self.more));
+        }
+        self.named
+    }
 }
 
 /// The verified floor of a channel and what the repository held when it was read.

@@ -95,6 +95,10 @@ fn parse_params(s: &str) -> HashMap<String, String> {
     }
 }
 
+/// Largest token service answer read: a token and its expiry, a few KiB in practice (an
+/// endless answer is cut here instead of filling memory).
+pub(crate) const MAX_TOKEN_ANSWER: u64 = 64 << 10;
+
 type TokenKey = (String, String, Scope);
 type TokenSlot = Arc<tokio::sync::Mutex<Option<(HeaderValue, Instant)>>>;
 
@@ -238,10 +242,7 @@ impl Authorizer {
         if status == 401 || status == 403 {
             return Err(StoreError::Auth { what, registry: registry.into(), detail: format!("its token service {realm} answered HTTP {status}; {source}") });
         }
-        let body = tokio::time::timeout(fetch.diag.timeout, res.bytes())
-            .await
-            .map_err(|_| StoreError::Transport { what: what.clone(), message: diagnose::timed_out(diag.host, fetch.diag.timeout) })?
-            .map_err(|e| StoreError::Transport { what: what.clone(), message: diagnose::send_error(&e, &diag) })?;
+        let body = super::request::read_body(res, MAX_TOKEN_ANSWER, &what, fetch.diag.ca_file, fetch.diag.timeout).await?;
         if status != 200 {
             let text = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
             return Err(StoreError::Transport { what, message: format!("token service answered HTTP {status}: {text}") });

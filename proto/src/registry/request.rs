@@ -60,7 +60,7 @@ fn transport(what: &str, message: String) -> StoreError {
 }
 
 /// `HOST[:PORT]` of a URL, as references write it.
-fn authority(url: &reqwest::Url) -> String {
+pub(crate) fn authority(url: &reqwest::Url) -> String {
     match url.port() {
         Some(p) => format!("{}:{p}", url.host_str().unwrap_or("")),
         None => url.host_str().unwrap_or("").to_string(),
@@ -216,7 +216,13 @@ impl Engine {
 /// Reads a response body, stopping at `limit` bytes ([`StoreError::OverLimit`]; a
 /// declared length over it is refused before reading) or when it takes longer than the
 /// registry timeout plus its size at [`MIN_TRANSFER_RATE`].
-pub(crate) async fn read_capped(mut res: Response, limit: u64, what: &str, engine: &Engine) -> Result<Vec<u8>, StoreError> {
+pub(crate) async fn read_capped(res: Response, limit: u64, what: &str, engine: &Engine) -> Result<Vec<u8>, StoreError> {
+    read_body(res, limit, what, engine.ca_file.as_deref(), engine.timeout).await
+}
+
+/// [`read_capped`] for a client without an [`Engine`] at hand (the token service):
+/// `ca_file` and `timeout` are what messages and the deadline need.
+pub(crate) async fn read_body(mut res: Response, limit: u64, what: &str, ca_file: Option<&std::path::Path>, timeout: Duration) -> Result<Vec<u8>, StoreError> {
     let host = authority(res.url());
     if let Some(len) = res.content_length() {
         if len > limit {
@@ -224,13 +230,14 @@ pub(crate) async fn read_capped(mut res: Response, limit: u64, what: &str, engin
         }
     }
     let expected = res.content_length().unwrap_or(limit).min(limit);
-    let budget = engine.timeout + Duration::from_secs(expected / MIN_TRANSFER_RATE);
+    let budget = timeout + Duration::from_secs(expected / MIN_TRANSFER_RATE);
     let deadline = Instant::now() + budget;
     let mut data = Vec::with_capacity(expected.min(1 << 20) as usize);
+    let diag = diagnose::Context { host: &host, ca_file, timeout };
     loop {
         let chunk = match tokio::time::timeout_at(deadline, res.chunk()).await {
             Err(_) => return Err(transport(what, format!("{host} did not finish sending {}", diagnose::timeout_hint(budget)))),
-            Ok(Err(e)) => return Err(transport(what, diagnose::send_error(&e, &engine.diag(&host)))),
+            Ok(Err(e)) => return Err(transport(what, diagnose::send_error(&e, &diag))),
             Ok(Ok(None)) => return Ok(data),
             Ok(Ok(Some(c))) => c,
         };

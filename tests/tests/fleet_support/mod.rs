@@ -92,7 +92,10 @@ impl Fleet {
             "--cluster-name", name, "--resync", "0s",
         ];
         args.extend_from_slice(extra);
-        let envs: Vec<(&str, &str)> = kubeconfig.as_deref().map(|k| vec![("KUBECONFIG", k)]).unwrap_or_default();
+        // A kube agent names its namespace as a pod does (POD_NAMESPACE): with it unset and
+        // no drover-system the agent refuses to start (kube_state tests that); the fleet
+        // tests are about reports, not about where the floor is kept.
+        let envs: Vec<(&str, &str)> = kubeconfig.as_deref().map(|k| vec![("KUBECONFIG", k), ("POD_NAMESPACE", "drover-system")]).unwrap_or_default();
         run("drover-agent", &args, &envs)
     }
 

@@ -140,7 +140,8 @@ impl Env {
         }
     }
 
-    fn path(&self, p: &str) -> PathBuf {
+    /// A path in the scenario's scratch directory.
+    pub fn path(&self, p: &str) -> PathBuf {
         self.dir.path().join(p)
     }
 

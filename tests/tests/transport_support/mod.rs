@@ -17,6 +17,30 @@ pub fn keygen(dir: &Path) -> (String, String) {
     (k.join("drover.key").display().to_string(), k.join("drover.pub").display().to_string())
 }
 
+/// The flags of `drover-agent run --once` for an agent in `dir` (its own key pair, state
+/// and `dir:` target) polling `REGISTRY/fleet/edge:prod` over plain HTTP; and its state
+/// directory (for `drover-agent status --state-dir`).
+pub fn agent_once(dir: &Path, registry: &str) -> (Vec<String>, String) {
+    let (_, public) = keygen(dir);
+    let state = dir.join("state").display().to_string();
+    let args = [
+        "run".to_string(),
+        "--once".into(),
+        "--source".into(),
+        format!("{registry}/fleet/edge:prod"),
+        "--plain-http".into(),
+        "--trust-key".into(),
+        public,
+        "--target".into(),
+        format!("dir:{}", dir.join("out").display()),
+        "--state-dir".into(),
+        state.clone(),
+        "--listen".into(),
+        format!("127.0.0.1:{}", drover_tests::free_port()),
+    ];
+    (args.to_vec(), state)
+}
+
 /// A bundle input directory with one ConfigMap whose data is `value`.
 pub fn input(dir: &Path, name: &str, value: &str) -> String {
     let d = dir.join(name);

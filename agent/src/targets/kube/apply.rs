@@ -197,7 +197,7 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
         );
         outcomes.extend(results);
     }
-    ApplyReport { outcomes }
+    ApplyReport { outcomes, notes: Vec::new() }
 }
 
 /// The kinds of `group`, resolved (discovery), and their schemas.

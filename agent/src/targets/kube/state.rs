@@ -134,6 +134,19 @@ fn describe(t: &KubeTarget, source: &str) -> String {
     format!("in-cluster state ConfigMap {}/{}", t.opts.state_namespace, configmap_name(source))
 }
 
+impl KubeTarget {
+    /// Whether the state namespace exists (`Ok(false)`: the API server said it does not);
+    /// `Err` when it cannot tell (unreachable, not allowed to get namespaces).
+    pub async fn state_namespace_exists(&self) -> Result<bool, String> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.own.clone());
+        match with_retry(&self.opts.retry, || api.get_opt(&self.opts.state_namespace)).await {
+            Ok(found) => Ok(found.is_some()),
+            Err(f) if f.not_found() => Ok(false),
+            Err(f) => Err(f.message),
+        }
+    }
+}
+
 /// The record of `source`, `Ok(None)` when there is none (or its namespace does not exist).
 pub(super) async fn read(t: &KubeTarget, source: &str) -> Result<Option<TargetRecord>, TargetError> {
     let api: Api<ConfigMap> = Api::namespaced(t.own.clone(), &t.opts.state_namespace);
