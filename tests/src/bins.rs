@@ -4,8 +4,16 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-/// Path of a workspace binary in the same target directory as the running test.
+/// Path of a workspace binary in the same target directory as the running test, or in
+/// `DROVER_TEST_BINS` when set: the attack-first practice runs a new test against the
+/// binaries of the code before the fix (`DROVER_TEST_BINS=/tmp/base-bins cargo test ...`)
+/// to see it fail.
 pub fn bin(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("DROVER_TEST_BINS") {
+        let p = PathBuf::from(dir).join(name);
+        assert!(p.is_file(), "{} does not exist (DROVER_TEST_BINS)", p.display());
+        return p;
+    }
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
     let p = dir.join(name);

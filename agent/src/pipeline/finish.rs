@@ -1,6 +1,7 @@
 //! The end of a cycle: what is recorded (the attempt, the history entry, the state) and
 //! what is kept in memory when the state database cannot take it.
 
+use drover_proto::text::clean;
 use drover_proto::time::now_rfc3339;
 
 use crate::record::{Attempt, AttemptResult, AttemptSummary, RecordError, SourceState};
@@ -89,7 +90,20 @@ impl Pipeline {
     /// Records `summary` as the last attempt (and `attempt` in the history) and publishes
     /// it. When the state database cannot take it, the attempt is `Failed` (stage
     /// `record`) and everything is kept in memory until it can ([`Pipeline::state`]).
+    /// Every message is cleaned first: reasons and object messages carry a registry's or
+    /// an API server's words (untrusted; [`clean::one_line`]).
     pub(super) fn save(&mut self, state: &SourceState, summary: AttemptSummary, attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
+        let summary = cleaned(summary);
+        let attempt = attempt.map(|mut a| {
+            a.summary = cleaned(a.summary);
+            for o in a.objects.iter_mut() {
+                o.message = clean::one_line(&o.message).into_owned();
+            }
+            for u in a.unhealthy.iter_mut() {
+                u.message = clean::one_line(&u.message).into_owned();
+            }
+            a
+        });
         let mut state = state.clone();
         state.last_attempt = Some(summary);
         let mut b = self.unsaved.take().unwrap_or_default();
@@ -116,4 +130,10 @@ impl Pipeline {
         });
         CycleOutcome { result, unreachable }
     }
+}
+
+/// `summary` with its reason cleaned to one line.
+fn cleaned(mut summary: AttemptSummary) -> AttemptSummary {
+    summary.reason = clean::one_line(&summary.reason).into_owned();
+    summary
 }

@@ -232,5 +232,7 @@ pub fn render(reports: &[Report], sources: &[String], unreadable: &[String], now
     let mut env = minijinja::Environment::new();
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
     env.add_template("fleet.html", TEMPLATE)?;
-    Ok(env.get_template("fleet.html")?.render(minijinja::Value::from(minijinja::value::Serde(&page)))?)
+    let html = env.get_template("fleet.html")?.render(minijinja::Value::from(minijinja::value::Serde(&page)))?;
+    // Report text is untrusted: no control character reaches the page (one rule, `clean`).
+    Ok(drover_proto::text::clean::lines(&html).into_owned())
 }

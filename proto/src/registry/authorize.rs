@@ -243,7 +243,7 @@ impl Authorizer {
             .map_err(|_| StoreError::Transport { what: what.clone(), message: diagnose::timed_out(diag.host, fetch.diag.timeout) })?
             .map_err(|e| StoreError::Transport { what: what.clone(), message: diagnose::send_error(&e, &diag) })?;
         if status != 200 {
-            let text = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
+            let text = crate::text::clean::bounded(String::from_utf8_lossy(&body[..body.len().min(512)]).trim(), 300);
             return Err(StoreError::Transport { what, message: format!("token service answered HTTP {status}: {text}") });
         }
         let doc: serde_json::Value =
