@@ -105,7 +105,7 @@ drover releases --registry "$REG" --trust-key keys/drover.pub                  #
 drover inspect "$REG/drover-releases:prod"
 
 # rings and rollback
-drover promote "$REG/edge-small:prod" prod-ring0 --trust-key keys/drover.pub
+drover promote "$REG/edge-small:prod" prod-ring0 --key keys/drover.key --trust-key keys/drover.pub   # signs prod-ring0's channel statement
 drover rollback "$REG/edge-small:prod" --to prod-41 --key keys/drover.key      # prod-41 must verify
 
 # air gap

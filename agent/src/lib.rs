@@ -15,6 +15,7 @@ pub mod drift;
 pub mod fetch;
 pub mod fleetsim;
 pub mod hold;
+pub mod identity;
 pub mod leader;
 pub mod memory;
 pub mod metrics;

@@ -111,6 +111,7 @@ pub async fn run(cli: Cli) -> u8 {
             FleetCommand::Status(a) => emit(cmd::fleet::status::run(a).await, out),
             FleetCommand::Wait(a) => emit(cmd::fleet::wait::run(a).await, out),
             FleetCommand::View(a) => emit(cmd::fleet::view::run(a).await, out),
+            FleetCommand::Enroll(a) => emit(cmd::fleet::enroll::run(a).await, out),
         },
     }
 }

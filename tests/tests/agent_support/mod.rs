@@ -100,6 +100,15 @@ impl Fx {
         run_ok("drover", &["sign", &r, "--key", &self.key(key), "--plain-http"], ENV);
     }
 
+    /// Places `digest` (signed with `key`) on the polled channel with `key`'s signed
+    /// statement: `drover promote REPO@digest TAG --key` (the channel tag may already name
+    /// it, e.g. after an attacker's skopeo copy: only the statement is written then).
+    pub fn place(&self, digest: &str, key: &str) {
+        let r = format!("{}/fleet/edge@{digest}", self.reg.addr);
+        let tag = self.tag_ref.rsplit(':').next().unwrap().to_string();
+        run_ok("drover", &["promote", &r, &tag, "--key", &self.key(key), "--trust-key", &self.pubkey(key), "--plain-http"], ENV);
+    }
+
     /// The common `run` flags (trusting k1, expecting edge/prod, dir target).
     pub fn agent_args(&self, source: &str) -> Vec<String> {
         [
