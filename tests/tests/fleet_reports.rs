@@ -229,6 +229,16 @@ fn a_report_write_is_three_requests_with_no_blob_head() {
     assert!(seen[0].contains("/manifests/edge.c1 ") && seen[3].contains("/manifests/edge.c1 "), "{seen:#?}");
     let (_, report) = f.raw_report("edge.c1");
     assert_eq!(report["clusterName"], "c1", "the report was written: {report:#}");
+    // What signing costs a write: no request, the two annotations' bytes in the manifest
+    // (docs/fleet.md "Numbers").
+    let (bytes, _) = drover_tests::rawreg::manifest(&reg.addr, "fleet/drover-reports", "edge.c1").unwrap();
+    let mut unsigned: Value = serde_json::from_slice(&bytes).unwrap();
+    let annotations = unsigned["annotations"].as_object_mut().unwrap();
+    assert!(annotations.remove("dev.drover.report.key").is_some() && annotations.remove("dev.drover.report.signature").is_some(), "signed");
+    let config = serde_json::to_vec(&report).unwrap().len();
+    let unsigned_len = serde_json::to_vec(&unsigned).unwrap().len();
+    eprintln!("report write: config {config} B, manifest {} B signed ({} B without the signature annotations)", bytes.len(), unsigned_len);
+    assert!(bytes.len() - unsigned_len < 400, "a signature costs a few hundred bytes");
 }
 
 #[test]

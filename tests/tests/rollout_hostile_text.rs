@@ -118,3 +118,59 @@ fn hostile_reports_make_a_small_page_and_reach_no_terminal_raw() {
     let c1 = out.stderr.lines().find(|l| l.contains("edge.c1:")).unwrap_or_else(|| panic!("c1 named: {}", out.stderr));
     assert!(c1.contains("\\u{1b}[2J") && c1.contains("\\n::add-mask"), "the text is shown, escaped, inside the line: {c1}");
 }
+
+/// A registry that answers every request with HTTP 500 and an error body full of escapes
+/// and workflow commands (JSON `\u001b` decodes to a real ESC): what a hostile registry or
+/// a proxy in between says. Stops when the test process ends; answers at most 200 times.
+fn hostile_registry() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in l.incoming().take(200).flatten() {
+            let mut conn = conn;
+            let mut buf = [0u8; 4096];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            if buf[..n].starts_with(b"HEAD ") {
+                // The tag resolves (the agent's poll), so the GET that follows meets the body.
+                let digest = format!("sha256:{}", "0".repeat(64));
+                let head = format!("HTTP/1.1 200 OK\r\nDocker-Content-Digest: {digest}\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n");
+                let _ = conn.write_all(head.as_bytes());
+                continue;
+            }
+            let body = r#"{"errors":[{"code":"UNKNOWN","message":"\u001b[2J\u001b]0;owned\u0007\n::add-mask::hunter2\n##vso[task.complete result=Succeeded]\u009b31m"}]}"#;
+            let head = format!("HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(body.as_bytes());
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_registrys_error_body_reaches_no_terminal_log_or_record_raw() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = hostile_registry();
+    let reference = format!("{reg}/fleet/edge:prod");
+    let out = drover_capped(&["inspect", &reference]);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("HTTP 500") && out.stderr.contains("\\u{1b}[2J"), "the body is shown, escaped: {}", out.stderr);
+    assert_clean("drover inspect", &format!("{}{}", out.stdout, out.stderr));
+
+    // The agent: its log line and the attempt it records.
+    let f = Fleet::new(&reg, tmp.path());
+    let state = f.state_dir("c1");
+    let target = format!("dir:{}", tmp.path().join("out").display());
+    let out = drover_tests::run(
+        "drover-agent",
+        &["run", "--once", "--source", &reference, "--plain-http", "--trust-key", &f.pubkey(), "--target", &target, "--state-dir", state.to_str().unwrap()],
+        &[],
+    );
+    assert_ne!(out.code, 0);
+    assert_clean("drover-agent run (log)", &out.stderr);
+    let status = drover_tests::run_ok("drover-agent", &["status", "--endpoint", "http://127.0.0.1:9", "--state-dir", state.to_str().unwrap()], &[]);
+    assert_clean("drover-agent status", &status.stdout);
+    let json = drover_tests::run_ok("drover-agent", &["status", "-o", "json", "--endpoint", "http://127.0.0.1:9", "--state-dir", state.to_str().unwrap()], &[]);
+    let reason = json.json()["lastAttempt"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("HTTP 500") && !reason.chars().any(drover_proto::text::clean::is_unsafe), "the record holds the cleaned text: {reason:?}");
+}

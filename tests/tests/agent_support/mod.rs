@@ -72,6 +72,11 @@ impl Fx {
 
     /// Like [`Fx::push`] for another cluster type.
     pub fn push_for(&self, cluster_type: &str, objects: &[(&str, String)], seq: u64, key: Option<&str>, extra: &[&str]) -> String {
+        self.push_at(&self.tag_ref, cluster_type, objects, seq, key, extra)
+    }
+
+    /// Like [`Fx::push_for`] to another channel `reference`.
+    pub fn push_at(&self, reference: &str, cluster_type: &str, objects: &[(&str, String)], seq: u64, key: Option<&str>, extra: &[&str]) -> String {
         let dir = self.p(&format!("in-{seq}-{}", objects.len()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -80,7 +85,7 @@ impl Fx {
         }
         let seq_s = seq.to_string();
         let mut args = vec![
-            "-o", "json", "push", dir.to_str().unwrap(), &self.tag_ref, "--plain-http", "--sequence", &seq_s,
+            "-o", "json", "push", dir.to_str().unwrap(), reference, "--plain-http", "--sequence", &seq_s,
             "--cluster-type", cluster_type, "--environment", "prod",
         ];
         let key_path;
