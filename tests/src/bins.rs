@@ -59,6 +59,18 @@ pub fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
     cmd.output().expect("spawn").into()
 }
 
+/// Runs binary `name` with `args` and extra `env` under a data-segment cap of `data_cap`
+/// bytes (`prlimit --data`): a test whose input could balloon a process without a limit
+/// cannot take the machine down.
+pub fn run_capped(name: &str, data_cap: u64, args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--data={data_cap}")).arg("--").arg(bin(name)).args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("prlimit (util-linux) must be installed").into()
+}
+
 /// Like [`run`] but panics (showing stderr) unless the exit code is 0.
 pub fn run_ok(name: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
     let out = run(name, args, env);

@@ -11,9 +11,7 @@
 
 mod fleet_support;
 
-use std::process::{Command, Stdio};
-
-use drover_tests::{bin, Out};
+use drover_tests::Out;
 use fleet_support::{curl_report, workload, Fleet, Target};
 use serde_json::{json, Value};
 
@@ -22,17 +20,8 @@ const DATA_CAP: u64 = 1 << 30;
 
 /// `drover ARGS --plain-http` under [`DATA_CAP`].
 fn drover_capped(args: &[&str]) -> Out {
-    let out = Command::new("prlimit")
-        .arg(format!("--data={DATA_CAP}"))
-        .arg("--")
-        .arg(bin("drover"))
-        .args(args)
-        .arg("--plain-http")
-        .env("DROVER_KEY_PASSWORD", "")
-        .stdin(Stdio::null())
-        .output()
-        .expect("prlimit (util-linux) must be installed");
-    out.into()
+    let args: Vec<&str> = args.iter().copied().chain(["--plain-http"]).collect();
+    drover_tests::run_capped("drover", DATA_CAP, &args, &[("DROVER_KEY_PASSWORD", "")])
 }
 
 /// What an attacker puts in every free-text field: terminal escapes (clear screen, a

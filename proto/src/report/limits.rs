@@ -133,29 +133,13 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FailingObject, LastAttempt, ReportHealth, SCHEMA_VERSION};
+    use super::super::{FailingObject, ReportHealth};
     use super::*;
     use crate::object::ObjectRef;
 
+    /// The shared sample, Degraded.
     fn sample() -> Report {
-        Report {
-            schema_version: SCHEMA_VERSION,
-            cluster_name: "c1".into(),
-            cluster_type: "edge".into(),
-            environment: "prod".into(),
-            channel: "prod-ring0".into(),
-            applied_digest: Some(format!("sha256:{}", "a".repeat(64))),
-            applied_sequence: Some(7),
-            health: ReportHealth::Degraded,
-            health_since: Some("2026-01-02T03:04:05Z".into()),
-            last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: None, at: "2026-01-02T03:04:05Z".into() }),
-            objects: Default::default(),
-            failing: vec![],
-            held: None,
-            drifted_objects: None,
-            agent_version: "0.1.0".into(),
-            reported_at: "2026-01-02T03:09:05Z".into(),
-        }
+        Report { cluster_name: "c1".into(), health: ReportHealth::Degraded, objects: Default::default(), ..super::super::sample() }
     }
 
     #[test]

@@ -268,30 +268,32 @@ pub fn prefix_repository(prefix: &str) -> Result<RegistryRef, String> {
     RegistryRef::parse(&format!("{prefix}/{REPORTS_REPOSITORY}")).map_err(|e| format!("--registry {prefix}: {e}"))
 }
 
+/// A report as an agent writes it, for the unit tests of this module's parts.
+#[cfg(test)]
+pub(crate) fn sample() -> Report {
+    Report {
+        schema_version: SCHEMA_VERSION,
+        cluster_name: "aks-weu-01".into(),
+        cluster_type: "edge".into(),
+        environment: "prod".into(),
+        channel: "prod-ring0".into(),
+        applied_digest: Some(format!("sha256:{}", "a".repeat(64))),
+        applied_sequence: Some(7),
+        health: ReportHealth::Healthy,
+        health_since: Some("2026-01-02T03:04:05Z".into()),
+        last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: None, at: "2026-01-02T03:04:05Z".into() }),
+        objects: BTreeMap::from([("created".into(), 3)]),
+        failing: vec![],
+        held: None,
+        drifted_objects: None,
+        agent_version: "0.1.0".into(),
+        reported_at: "2026-01-02T03:09:05Z".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> Report {
-        Report {
-            schema_version: SCHEMA_VERSION,
-            cluster_name: "aks-weu-01".into(),
-            cluster_type: "edge".into(),
-            environment: "prod".into(),
-            channel: "prod-ring0".into(),
-            applied_digest: Some(format!("sha256:{}", "a".repeat(64))),
-            applied_sequence: Some(7),
-            health: ReportHealth::Healthy,
-            health_since: Some("2026-01-02T03:04:05Z".into()),
-            last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: None, at: "2026-01-02T03:04:05Z".into() }),
-            objects: BTreeMap::from([("created".into(), 3)]),
-            failing: vec![],
-            held: None,
-            drifted_objects: None,
-            agent_version: "0.1.0".into(),
-            reported_at: "2026-01-02T03:09:05Z".into(),
-        }
-    }
 
     #[test]
     fn round_trip_and_fingerprint() {
