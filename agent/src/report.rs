@@ -266,7 +266,7 @@ impl Reporter {
                 if !primed {
                     adopt_since(&repo, &mut report, &key).await;
                 }
-                report::push(&repo, &report, &key).await.map_err(|e| e.to_string())?;
+                report::store::push(&repo, &report, &key).await.map_err(|e| e.to_string())?;
                 Ok(report)
             };
             tokio::time::timeout(PUSH_TIMEOUT, work).await.unwrap_or_else(|_| Err(format!("no answer within {PUSH_TIMEOUT:?}")))
@@ -327,9 +327,9 @@ impl Reporter {
 /// Keeps the predecessor's `healthSince` when its report says the same digest and
 /// health, is signed with this cluster's own `key`, and the time is not in the future.
 async fn adopt_since(repo: &Repo, report: &mut Report, key: &PrivateKey) {
-    match report::read(repo, &report.tag()).await {
+    match report::store::read(repo, &report.tag()).await {
         Ok(Some(prev)) => {
-            let ours = matches!(&prev.signer, report::Signer::Key(k) if k.fingerprint() == key.public_key().fingerprint());
+            let ours = matches!(&prev.signer, report::store::Signer::Key(k) if k.fingerprint() == key.public_key().fingerprint());
             let prev = prev.report;
             if !ours {
                 tracing::info!("the report under {} is not signed with this cluster's key: its healthSince is not kept", report.tag());

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use drover_proto::report::roster::Roster;
-use drover_proto::report::{Received, Signer};
+use drover_proto::report::store::{Received, Signer};
 use serde::Serialize;
 
 /// What to enroll or remove.

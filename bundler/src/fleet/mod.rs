@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use drover_proto::report::roster::{self, Standing};
-use drover_proto::report::{self, Report, Unreadable};
+use drover_proto::report::store::{self as report_store, Unreadable};
+use drover_proto::report::{self, Report};
 use drover_proto::trust::TrustPolicy;
 use drover_proto::{Reference, RegistryClient, Repo};
 
@@ -51,7 +52,7 @@ pub async fn load(sources: &[String], client: &RegistryClient, policy: &TrustPol
             anyhow::ensure!(r.lookup().is_none(), "{s}: give the reports repository without a tag or digest, e.g. {}", r.repository_url());
         }
         let (repo, _) = Repo::open(&parsed, client, false).with_context(|| format!("opening the reports repository {s}"))?;
-        let loaded = report::read_all(&repo, CONCURRENCY).await.with_context(|| format!("reading reports from {s}"))?;
+        let loaded = report_store::read_all(&repo, CONCURRENCY).await.with_context(|| format!("reading reports from {s}"))?;
         // Each report is judged by the roster of its own repository: an archive opened
         // without a name may hold several (`<repository>:<tag>` ref names).
         let mut rosters: BTreeMap<Option<String>, roster::Held> = BTreeMap::new();

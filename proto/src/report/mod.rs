@@ -30,8 +30,6 @@ use serde::{Deserialize, Serialize};
 use crate::object::ObjectRef;
 use crate::reference::RegistryRef;
 
-pub use store::{push, read, read_all, Loaded, Received, Signer, Unreadable};
-
 /// The report schema version this code writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
 /// The repository name (under the source repository's parent) reports go to by default.
@@ -40,6 +38,9 @@ pub const REPORTS_REPOSITORY: &str = "drover-reports";
 pub const MAX_FAILING: usize = 10;
 /// Messages (per object, and the attempt's reason) are cut to this many characters.
 pub const MAX_MESSAGE: usize = 300;
+/// The fleet roster's tag in a reports repository (no `.`: never a report's tag; see
+/// [`roster`]).
+pub const ROSTER_TAG: &str = "drover-roster";
 /// Largest report (and report manifest) read or written.
 pub const MAX_REPORT_BYTES: u64 = 64 << 10;
 

@@ -24,7 +24,7 @@ use crate::trust::TrustPolicy;
 use super::store::{Received, Signer};
 
 /// The roster's tag in the reports repository (no `.`: it can never be a report's tag).
-pub const TAG: &str = "drover-roster";
+pub const TAG: &str = super::ROSTER_TAG;
 /// The schema version this code writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
 /// Most clusters a roster holds.

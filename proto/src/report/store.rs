@@ -196,7 +196,7 @@ pub async fn read(repo: &Repo, tag: &str) -> Result<Option<Received>, StoreError
 /// the repository's prefix (all of them for an archive opened without a name, e.g. what
 /// `drover export` wrote), skipping entries whose artifact type says they are not reports.
 async fn candidates(repo: &Repo) -> Result<Vec<(String, String)>, StoreError> {
-    let report_tag = |t: &str| !t.ends_with(".sig") && t != super::roster::TAG;
+    let report_tag = |t: &str| !t.ends_with(".sig") && t != super::ROSTER_TAG;
     let mut out: Vec<(String, String)> = match repo {
         Repo::Registry { .. } => repo.tags().await?.into_iter().filter(|t| report_tag(t)).map(|t| (t.clone(), t)).collect(),
         Repo::Layout { layout, prefix, .. } => layout

@@ -114,7 +114,7 @@ pub async fn run(args: Args) -> anyhow::Result<Enrolled> {
              (key rotation), or delete the tag (skopeo delete docker://{reference}) to start a new roster"
         ),
     };
-    let loaded = report::read_all(&repo, CONCURRENCY).await.with_context(|| format!("reading the reports in {target}"))?;
+    let loaded = report::store::read_all(&repo, CONCURRENCY).await.with_context(|| format!("reading the reports in {target}"))?;
     let before = current.clone();
     let clusters = plan(&mut current, &loaded.reports, &selection, args.remove).map_err(anyhow::Error::msg)?;
     let written = current != before;
