@@ -8,11 +8,14 @@
 # change/heartbeat decided, pushed). Every agent first writes its report; then each phase
 # (default 1,000 / 5,000 / 10,000 agents, HEAD every 60 s, heartbeat every 5 min) runs one
 # poll interval to settle and measures the HEAD latency the agents see for WINDOW. Last,
-# the release `drover fleet status` reads every report. Prints:
+# `drover fleet enroll --all-pending` approves every simulated cluster's report key (each
+# agent signs its reports with a key of its own) and the release `drover fleet status`
+# reads and verifies every report against that roster. Prints:
 #   1. p50 / p99 / max HEAD latency per phase (goal: p99 < 50 ms at 10,000 agents), with
 #      the registry's and the agents' CPU in each window
-#   2. the time of `drover fleet status` over all reports (goal: < 10 s at 10,000), the
-#      CPU drover and the registry spent, and the registry's floor: the same GETs by curl
+#   2. the time of `drover fleet enroll` and of `drover fleet status` over all signed
+#      reports (goal: < 10 s at 10,000), the CPU drover and the registry spent, and the
+#      registry's floor: the same GETs by curl
 #   3. the registry's storage per report write (what garbage collection has to remove)
 # The machine's load average is printed before and after: on a shared machine it is part
 # of the numbers. Needs about 1 GB in TMPDIR (removed at the end).
@@ -72,17 +75,25 @@ bytes=$(find "$STORAGE/docker/registry/v2/blobs" -name data -printf '%s\n' | awk
 printf 'registry storage: %d blobs, %.1f MiB of data (%.0f bytes per report write: config + manifest), %d MiB on disk\n' \
   "$blobs" "$(echo "$bytes / 1048576" | bc -l)" "$(echo "$bytes * 2 / $blobs" | bc -l)" "$(( $(kib) / 1024 ))"
 
-# 2. fleet status over every report (release build, default 32 reads at once), twice; with
-#    the CPU drover and the registry spent on it.
+# 2. fleet enroll approves every cluster's report key (one signed roster), then fleet
+#    status reads every report and checks its signature against it (release build,
+#    default 32 reads at once), twice; with the CPU drover and the registry spent on it.
 reg_cpu() { awk '{print $14 + $15}' "/proc/$REG_PID/stat"; }
+before=$(reg_cpu)
+/usr/bin/time -f '%e %U %S %M' -o "$WORK/enroll.time" env DROVER_KEY_PASSWORD= "$DROVER" -o json fleet enroll --registry "$REG/fleet" \
+  --key "$WORK/keys/drover.key" --all-pending --plain-http >"$WORK/enroll.json"
+read -r secs user sys rss <"$WORK/enroll.time"
+printf 'drover fleet enroll --all-pending: %d clusters in %.2f s; drover CPU %.2f s, peak RSS %d KiB; registry CPU %.2f s\n' \
+  "$(jq .enrolled "$WORK/enroll.json")" "$secs" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
 for output in json table; do
   before=$(reg_cpu)
-  /usr/bin/time -f '%e %U %S %M' -o "$WORK/status.time" "$DROVER" -o "$output" fleet status --registry "$REG/fleet" --plain-http >"$WORK/status.$output"
+  /usr/bin/time -f '%e %U %S %M' -o "$WORK/status.time" "$DROVER" -o "$output" fleet status --registry "$REG/fleet" \
+    --trust-key "$WORK/keys/drover.pub" --plain-http >"$WORK/status.$output"
   read -r secs user sys rss <"$WORK/status.time"
   printf 'drover fleet status -o %s: %.2f s (goal < 10 s at 10,000); drover CPU %.2f s, peak RSS %d KiB; registry CPU %.2f s\n' \
     "$output" "$secs" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
 done
-echo "clusters in the status: $(jq '.clusters | length' "$WORK/status.json")"
+echo "clusters in the status: $(jq '.clusters | length' "$WORK/status.json"), of them counted (signed, enrolled): $(jq '[.clusters[] | select(.untrusted == null)] | length' "$WORK/status.json")"
 # The registry's floor: the same manifest GETs (one per report, 32 at once, keep-alive)
 # by curl, the lightest client at hand. What drover adds is the difference.
 jq -r --arg r "http://$REG/v2/fleet/drover-reports/manifests/" '.clusters[] | "url = \"\($r)\(.clusterType).\(.clusterName)\"\noutput = \"/dev/null\""' \

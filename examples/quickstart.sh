@@ -69,8 +69,11 @@ else
     digest=$(drover -o json build "$work/rendered/$t" --out "oci:$work/layout:$t-dev" \
       --cluster-type "$t" --env dev --revision "$revision" |
       python3 -c 'import json, sys; print(json.load(sys.stdin)["digest"])')
-    # sign the digest we just built (a tag is only signed after it verified)
+    # sign the digest we just built (a tag is only signed after it verified), then place
+    # it on its channel: agents follow a channel only with a signed channel statement
     drover sign "oci:$work/layout@$digest" --key "$work/keys/drover.key"
+    drover promote "oci:$work/layout@$digest" "oci:$work/layout:$t-dev" --key "$work/keys/drover.key" \
+      --trust-key "$work/keys/drover.pub"
   done
   source_of() { echo "oci:$work/layout:$1-dev"; }
   flags=()

@@ -105,7 +105,7 @@ drover releases --registry "$REG" --trust-key keys/drover.pub                  #
 drover inspect "$REG/drover-releases:prod"
 
 # rings and rollback
-drover promote "$REG/edge-small:prod" prod-ring0 --trust-key keys/drover.pub
+drover promote "$REG/edge-small:prod" prod-ring0 --key keys/drover.key --trust-key keys/drover.pub   # signs prod-ring0's channel statement
 drover rollback "$REG/edge-small:prod" --to prod-41 --key keys/drover.key      # prod-41 must verify
 
 # air gap
@@ -123,7 +123,8 @@ drover-agent run --once --source "oci-archive:prod.tar:fleet/cloud-standard:prod
     --target dir:clusters/cloud-standard --state-dir state/cloud-standard
 drover-agent status --state-dir state/edge-small       # the agent of this state directory
 drover-agent history --state-dir state/cloud-standard -o json   # the last 20 attempts (--limit N)
-drover fleet status --registry "$SOVEREIGN"         # every reporting cluster: sequence, health, last result
+drover fleet enroll --registry "$SOVEREIGN" --key keys/drover.key --all-pending   # approve each cluster's report key
+drover fleet status --registry "$SOVEREIGN" --trust-key keys/drover.pub   # every reporting cluster: sequence, health, last result
 # --- walkthrough end ---
 
 set +x

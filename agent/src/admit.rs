@@ -9,7 +9,9 @@
 //!    the very policy it was verified with (same [`Trust::fingerprint`]);
 //! 3. the config blob ([`fetch::head`]);
 //! 4. cluster type, environment and anti-rollback ([`verify::identity`]);
-//! 5. the content layer ([`fetch::layer`]).
+//! 5. the channel statement that places the bundle on the source's tag
+//!    ([`verify::placement`]);
+//! 6. the content layer ([`fetch::layer`]).
 
 use crate::fetch;
 use crate::record::{SourceState, Store};
@@ -67,6 +69,7 @@ impl Admission<'_> {
             let signers = self.signatures(digest, true).await.map_err(stop("verify", None))?;
             let sequence = Some(bundle.config.sequence);
             verify::identity(digest, &bundle.config, self.expect, self.state).map_err(stop("verify", sequence))?;
+            self.placement(digest, &bundle.config).await.map_err(stop("verify", sequence))?;
             return Ok(Admitted { verified: Verified { bundle, signers }, from_cache: true });
         }
         let manifest = fetch::manifest(self.source, digest).await.map_err(stop("fetch", None))?;
@@ -74,8 +77,14 @@ impl Admission<'_> {
         let head = fetch::head(self.source, manifest, digest).await.map_err(stop("fetch", None))?;
         let sequence = Some(head.config.sequence);
         verify::identity(digest, &head.config, self.expect, self.state).map_err(stop("verify", sequence))?;
+        self.placement(digest, &head.config).await.map_err(stop("verify", sequence))?;
         let bundle = fetch::layer(self.source, head).await.map_err(stop("fetch", sequence))?;
         Ok(Admitted { verified: Verified { bundle, signers }, from_cache: false })
+    }
+
+    /// Step 5: the signed channel statement for the source's tag.
+    async fn placement(&self, digest: &str, cfg: &drover_proto::config::BundleConfig) -> Result<(), StageError> {
+        verify::placement(self.source.repo(), &self.source.lookup, digest, cfg, self.trust, self.state).await
     }
 
     /// True when `digest` is the applied one and was verified under the current policy.

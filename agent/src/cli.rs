@@ -124,8 +124,8 @@ pub struct RunArgs {
 pub fn emit<T: serde::Serialize>(output: Output, value: &T, text: impl FnOnce() -> String) -> anyhow::Result<()> {
     use anyhow::Context;
     let s = match output {
-        Output::Json => serde_json::to_string_pretty(value)? + "\n",
-        Output::Table => text(),
+        Output::Json => drover_proto::text::clean::json(&serde_json::to_string_pretty(value)?).into_owned() + "\n",
+        Output::Table => drover_proto::text::clean::lines(&text()).into_owned(),
     };
     print(&s).context("writing to stdout")
 }

@@ -147,7 +147,9 @@ async fn seed(cfg: &SimConfig, digest: &str) -> anyhow::Result<Vec<SimAgent>> {
             docker_config: None,
         };
         let source = Source::open(&cfg.source.to_string(), &cfg.source, client)?;
-        let reporter = Reporter::new(open_repository(&settings, client)?, settings);
+        let mut reporter = Reporter::new(open_repository(&settings, client)?, settings);
+        // Each simulated cluster has its own report key, as every agent does.
+        reporter.set_key(drover_proto::keys::PrivateKey::generate().map_err(|e| anyhow::anyhow!("report key: {e}"))?);
         agents.push(SimAgent { source, reporter, observed: observed(digest) });
     }
     let agents: Vec<SimAgent> = futures::stream::iter(agents.into_iter().map(|mut a| async move {

@@ -16,6 +16,7 @@ pub mod events;
 pub mod fetch;
 pub mod fleetsim;
 pub mod hold;
+pub mod identity;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
@@ -50,8 +51,12 @@ use crate::config::{ConfigLayer, LogFormat, Settings};
 
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    // Log lines carry registry and cluster text: cleaned on the way out, so no colours.
+    let json = format == LogFormat::Json;
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(move || drover_proto::text::clean::Writer::new(std::io::stderr(), json))
+        .with_ansi(false);
     match format {
         LogFormat::Json => b.json().init(),
         LogFormat::Text => b.init(),
@@ -90,7 +95,7 @@ async fn plan(args: cli::PlanArgs) -> anyhow::Result<i32> {
     };
     Ok(match planned {
         preview::Planned::Refused { stage, message } => {
-            let _ = writeln!(std::io::stderr(), "error: {stage}: {message}");
+            let _ = writeln!(std::io::stderr(), "error: {stage}: {}", drover_proto::text::clean::lines(&message));
             1
         }
         preview::Planned::Plan(p) => {
@@ -139,7 +144,7 @@ pub fn main_entry() -> i32 {
             Command::History(q) => {
                 let h = query::history(&q).await?;
                 if let Some(n) = &h.notice {
-                    let _ = writeln!(std::io::stderr(), "note: {n}");
+                    let _ = writeln!(std::io::stderr(), "note: {}", drover_proto::text::clean::lines(n));
                 }
                 cli::emit(q.output, &h.attempts, || query::history_text(&h.attempts))?;
                 Ok(0)
@@ -168,7 +173,7 @@ pub fn main_entry() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "error: {}", drover_proto::text::clean::lines(&format!("{e:#}")));
             // Usage and configuration errors are 2; everything else failed (1).
             let usage = e.downcast_ref::<config::ConfigError>().is_some()
                 || matches!(e.downcast_ref::<hold::HoldError>(), Some(hold::HoldError::NoStateDir(_) | hold::HoldError::NotStateDir { .. } | hold::HoldError::Reason(_)));

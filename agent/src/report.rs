@@ -7,16 +7,22 @@
 //! (30 s, doubling, at most the heartbeat interval): a fleet whose registry refuses its
 //! reports does not send a write per agent on every poll.
 //!
+//! Every report is signed with the cluster's report key ([`crate::identity`]); no report
+//! is written before the key is in hand ([`Reporter::set_key`]).
+//!
 //! `healthSince` is the time this agent first saw the applied digest with its health. On
 //! its first report a (re)started agent — a new leader with an empty state directory
 //! included — reads the report its predecessor left under the same tag and keeps its
-//! `healthSince` when digest and health are the same.
+//! `healthSince` when digest and health are the same, the time is not in the future, and
+//! that report is signed with this cluster's own key: anyone else's report under the tag
+//! (a registry writer's forged older `healthSince`) is ignored.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use drover_proto::auth::{docker_config_credentials_in, HostCredentials};
+use drover_proto::keys::PrivateKey;
 use drover_proto::report::{self, FailingObject, LastAttempt, Report, ReportHealth, MAX_FAILING};
 use drover_proto::time::now_rfc3339;
 use drover_proto::{Reference, RegistryClient, RegistryOptions, Repo, StoreError};
@@ -128,12 +134,34 @@ pub struct Reporter {
     /// Failed pushes in a row, and when the last one failed.
     failed: Option<(u32, Instant)>,
     task: Option<Push>,
+    /// The cluster's report key (nothing is written without it).
+    key: Option<Arc<PrivateKey>>,
+    /// When getting the key last failed.
+    key_failed: Option<Instant>,
 }
 
 impl Reporter {
     /// A reporter writing into `repo`.
     pub fn new(repo: Repo, settings: ReportSettings) -> Self {
-        Reporter { repo, settings, since: None, pushed: None, primed: false, failed: None, task: None }
+        Reporter { repo, settings, since: None, pushed: None, primed: false, failed: None, task: None, key: None, key_failed: None }
+    }
+
+    /// The cluster's report key: reports are written from now on.
+    pub fn set_key(&mut self, key: PrivateKey) {
+        self.key = Some(Arc::new(key));
+        self.key_failed = None;
+    }
+
+    /// True when the key is still needed and it is time to (try to) get it: never tried,
+    /// or the last try failed at least [`RETRY_FIRST`] ago.
+    pub fn key_due(&self) -> bool {
+        self.key.is_none() && self.key_failed.is_none_or(|at| at.elapsed() >= RETRY_FIRST)
+    }
+
+    /// Getting the key failed (tried again after [`RETRY_FIRST`]).
+    pub fn key_failed(&mut self, why: &str) {
+        self.key_failed = Some(Instant::now());
+        tracing::warn!("no report written: the cluster's report key: {why} (tried again in {})", humantime::format_duration(RETRY_FIRST));
     }
 
     /// Where reports go, for logs.
@@ -229,15 +257,16 @@ impl Reporter {
     }
 
     fn spawn(&mut self, report: Report) {
+        let Some(key) = self.key.clone() else { return };
         let repo = self.repo.clone();
         let primed = self.primed;
         self.task = Some(tokio::spawn(async move {
             let work = async {
                 let mut report = report;
                 if !primed {
-                    adopt_since(&repo, &mut report).await;
+                    adopt_since(&repo, &mut report, &key).await;
                 }
-                report::push(&repo, &report).await.map_err(|e| e.to_string())?;
+                report::store::push(&repo, &report, &key).await.map_err(|e| e.to_string())?;
                 Ok(report)
             };
             tokio::time::timeout(PUSH_TIMEOUT, work).await.unwrap_or_else(|_| Err(format!("no answer within {PUSH_TIMEOUT:?}")))
@@ -257,7 +286,7 @@ impl Reporter {
             }
         }
         let now = Instant::now();
-        if self.backing_off(now) {
+        if self.backing_off(now) || self.key.is_none() {
             return false;
         }
         let report = self.build(obs);
@@ -285,7 +314,7 @@ impl Reporter {
             self.collect(result);
         }
         let report = self.build(obs);
-        if self.due(&report, Instant::now()) {
+        if self.key.is_some() && self.due(&report, Instant::now()) {
             self.spawn(report);
             if let Some(task) = self.task.take() {
                 let result = task.await;
@@ -295,17 +324,28 @@ impl Reporter {
     }
 }
 
-/// Keeps the predecessor's `healthSince` when its report says the same digest and health.
-async fn adopt_since(repo: &Repo, report: &mut Report) {
-    match report::read(repo, &report.tag()).await {
-        Ok(Some(prev)) if prev.applied_digest == report.applied_digest && prev.health == report.health => {
+/// Keeps the predecessor's `healthSince` when its report says the same digest and
+/// health, is signed with this cluster's own `key`, and the time is not in the future.
+async fn adopt_since(repo: &Repo, report: &mut Report, key: &PrivateKey) {
+    match report::store::read(repo, &report.tag()).await {
+        Ok(Some(prev)) => {
+            let ours = matches!(&prev.signer, report::store::Signer::Key(k) if k.fingerprint() == key.public_key().fingerprint());
+            let prev = prev.report;
+            if !ours {
+                tracing::info!("the report under {} is not signed with this cluster's key: its healthSince is not kept", report.tag());
+                return;
+            }
+            if prev.applied_digest != report.applied_digest || prev.health != report.health {
+                return;
+            }
             let secs = |s: &Option<String>| s.as_deref().and_then(|s| drover_proto::time::parse_rfc3339(s).ok());
-            let older = matches!((secs(&prev.health_since), secs(&report.health_since)), (Some(p), Some(c)) if p < c);
+            let now = drover_proto::time::now_unix();
+            let older = matches!((secs(&prev.health_since), secs(&report.health_since)), (Some(p), Some(c)) if p < c && p <= now);
             if older {
                 report.health_since = prev.health_since;
             }
         }
-        Ok(_) => {}
+        Ok(None) => {}
         Err(e) => tracing::debug!("previous report unreadable, healthSince starts now: {e}"),
     }
 }

@@ -252,6 +252,14 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         let Some(out) = outcome else { break 0 };
         crate::memory::trim();
         if let Some(r) = reporter.as_mut() {
+            // The key is asked for after a cycle: on the kube target the first apply may
+            // be what creates the agent's namespace.
+            if r.key_due() {
+                match crate::identity::report_key(pipeline.target.as_ref(), &settings.state_dir).await {
+                    Ok(k) => r.set_key(k),
+                    Err(e) => r.key_failed(&e),
+                }
+            }
             let obs = shared.observed.lock().expect("observed lock").clone();
             if once {
                 r.flush(&obs).await;

@@ -1,12 +1,15 @@
 //! Stage 3, verify: the checks that admit a digest, each run as soon as what it needs is
 //! in hand ([`crate::admit`] orders them with the downloads): the trust policy over the
 //! manifest digest ([`signatures`], fail closed) before any blob is read, then the signed
-//! config's cluster type and environment and anti-rollback ([`identity`]) before the
-//! content layer is read. Also the trust policy's [`Trust::fingerprint`], recorded with
-//! the applied digest so that a changed policy re-verifies it.
+//! config's cluster type and environment and anti-rollback ([`identity`]) and the signed
+//! channel statement ([`placement`]) before the content layer is read. Also the trust
+//! policy's [`Trust::fingerprint`], recorded with the applied digest so that a changed
+//! policy re-verifies it.
 
 use drover_proto::channel::admits::admits;
+use drover_proto::channel::statement;
 use drover_proto::channel::{ChannelError, Position};
+use drover_proto::digest::is_valid_digest;
 use drover_proto::config::BundleConfig;
 use drover_proto::digest::sha256_digest;
 use drover_proto::trust::{self, TrustError, TrustPolicy};
@@ -102,6 +105,26 @@ pub fn identity(digest: &str, cfg: &BundleConfig, expect: &Expectations, state: 
         }
     }
     check_rollback(digest, cfg.sequence, state)
+}
+
+/// The channel rule (docs/design.md §4, "Channel statements"): a bundle the source's tag
+/// names is applied only when that channel's signed statement places it there (same
+/// digest and sequence, signed to the trust policy's threshold). Not asked for a source
+/// that names a digest or the bundle's own history tag (they certify themselves), for the
+/// applied bundle (a resync: it was admitted when it was applied) or with
+/// `--insecure-skip-verify`. Reads the statement manifest (the statement embedded) and its
+/// signature manifest.
+pub async fn placement(repo: &Repo, lookup: &str, digest: &str, cfg: &BundleConfig, trust: &Trust, state: &SourceState) -> Result<(), StageError> {
+    let Trust::Policy(policy) = trust else { return Ok(()) };
+    if is_valid_digest(lookup) || state.applied_digest.as_deref() == Some(digest) || statement::self_certifying(lookup, &cfg.environment, cfg.sequence) {
+        return Ok(());
+    }
+    let placement = match statement::read(repo, lookup, policy).await {
+        Ok(p) => p,
+        Err(ChannelError::Store(e)) => return Err(StageError::Unreachable(format!("reading the channel statement of {}: {e}", repo.describe(lookup)))),
+        Err(e) => return Err(reject("channel", e.to_string())),
+    };
+    statement::check(&placement, repo, lookup, digest, cfg.sequence).map(|_| ()).map_err(|m| reject("channel", m))
 }
 
 /// Anti-rollback against the applied state: the channel module's admission rule

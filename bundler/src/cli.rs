@@ -66,8 +66,8 @@ fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+        .with_writer(move || drover_proto::text::clean::Writer::new(std::io::stderr(), format == LogFormat::Json))
+        .with_ansi(false);
     match format {
         LogFormat::Json => b.json().init(),
         LogFormat::Text => b.init(),
@@ -111,6 +111,7 @@ pub async fn run(cli: Cli) -> u8 {
             FleetCommand::Status(a) => emit(cmd::fleet::status::run(a).await, out),
             FleetCommand::Wait(a) => emit(cmd::fleet::wait::run(a).await, out),
             FleetCommand::View(a) => emit(cmd::fleet::view::run(a).await, out),
+            FleetCommand::Enroll(a) => emit(cmd::fleet::enroll::run(a).await, out),
         },
     }
 }

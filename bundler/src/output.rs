@@ -1,9 +1,13 @@
 //! The printing layer: every command returns a [`Report`] (a serializable value plus its
 //! human rendering) and [`emit`] prints it as a table or JSON (`-o json`). Printing never
 //! panics: a closed stdout (`drover inspect REF | head -1`) ends the command quietly with
-//! the exit code it would have had (docs/bundle.md "Output").
+//! the exit code it would have had (docs/bundle.md "Output"). Everything printed passes
+//! through the one cleaning rule for untrusted text (`drover_proto::text::clean`): no
+//! control character and no line that a CI runner would read as a command.
 
 use std::io::Write;
+
+use drover_proto::text::clean;
 
 use serde::Serialize;
 
@@ -63,7 +67,7 @@ pub fn emit<R: Report>(result: anyhow::Result<R>, format: OutputFormat) -> u8 {
         Ok(report) => {
             let text = match format {
                 OutputFormat::Json => match serde_json::to_string_pretty(&report) {
-                    Ok(s) => s + "\n",
+                    Ok(s) => clean::json(&s).into_owned() + "\n",
                     Err(e) => {
                         error_line(&format!("cannot write the result as JSON: {e}"));
                         return R::ERROR_EXIT;
@@ -107,12 +111,12 @@ pub fn write_stdout(text: &str) -> std::io::Result<()> {
 
 /// Prints `error: MESSAGE` on stderr (never panics, even when stderr is closed).
 pub fn error_line(message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+    let _ = writeln!(std::io::stderr().lock(), "error: {}", clean::lines(message));
 }
 
 /// Prints `warning: MESSAGE` on stderr (never panics, even when stderr is closed).
 pub fn warn(message: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+    let _ = writeln!(std::io::stderr().lock(), "warning: {}", clean::lines(&message.to_string()));
 }
 
 /// Prints `warnings`; with `strict` any warning is an error (`--strict`).
@@ -128,7 +132,7 @@ pub fn warnings<'a>(warnings: impl IntoIterator<Item = &'a String>, strict: bool
 
 /// Prints a progress or status line on stderr (never panics, even when stderr is closed).
 pub fn note(message: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "{message}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", clean::lines(&message.to_string()));
 }
 
 /// The human rendering of a report, built in memory and printed by [`emit`].
@@ -136,14 +140,17 @@ pub fn note(message: impl std::fmt::Display) {
 pub struct Text(pub String);
 
 impl Text {
-    /// One line.
+    /// One line (or several, separated by `\n`), cleaned ([`clean::lines`]).
     pub fn line(&mut self, s: impl AsRef<str>) {
-        self.0.push_str(s.as_ref());
+        self.0.push_str(&clean::lines(s.as_ref()));
         self.0.push('\n');
     }
 
-    /// An aligned table with a header line.
+    /// An aligned table with a header line; every cell is cleaned to one line
+    /// ([`clean::one_line`]) before the columns are measured.
     pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) {
+        let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| clean::one_line(c).into_owned()).collect()).collect();
+        let rows = rows.as_slice();
         let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
         for row in rows {
             for (i, cell) in row.iter().enumerate() {

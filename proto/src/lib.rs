@@ -19,6 +19,7 @@ pub mod reference;
 pub mod registry;
 pub mod report;
 pub mod repo;
+pub mod signed;
 pub mod text;
 pub mod time;
 pub mod trust;

@@ -22,6 +22,10 @@ pub struct Descriptor {
     /// Annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// The content itself, base64 (OCI 1.1 `data`: a reader of a small config needs no
+    /// second request). Written only for drover's small signed documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
 }
 
 impl Descriptor {
@@ -33,6 +37,7 @@ impl Descriptor {
             size: data.len() as u64,
             artifact_type: None,
             annotations: BTreeMap::new(),
+            data: None,
         }
     }
 }

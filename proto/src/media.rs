@@ -18,6 +18,18 @@ pub const RELEASE_RECORD: &str = "application/vnd.drover.release.v1+json";
 pub const REPORT_ARTIFACT_TYPE: &str = "application/vnd.drover.report.v1";
 /// Media type of a fleet report's config blob: the report document itself.
 pub const REPORT_CONFIG: &str = "application/vnd.drover.report.v1+json";
+/// `artifactType` of a channel statement (a signed bundle placement on a channel).
+pub const STATEMENT_ARTIFACT_TYPE: &str = "application/vnd.drover.channel-statement.v1";
+/// Media type of a channel statement document.
+pub const STATEMENT: &str = "application/vnd.drover.channel-statement.v1+json";
+/// `artifactType` of the fleet roster (the enrolled clusters' report keys).
+pub const ROSTER_ARTIFACT_TYPE: &str = "application/vnd.drover.roster.v1";
+/// Media type of the fleet roster document.
+pub const ROSTER: &str = "application/vnd.drover.roster.v1+json";
+/// Report manifest annotation: the cluster's report public key (base64 DER SPKI).
+pub const ANN_REPORT_KEY: &str = "dev.drover.report.key";
+/// Report manifest annotation: the ECDSA P-256 signature over the report document (base64 DER).
+pub const ANN_REPORT_SIGNATURE: &str = "dev.drover.report.signature";
 /// Media type of a cosign simple-signing layer.
 pub const COSIGN_SIMPLESIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The empty OCI config descriptor media type.

@@ -52,6 +52,15 @@ pub enum Repo {
 }
 
 impl Repo {
+    /// The repository `repository` of the same layout (ref names `<repository>:<tag>`, as
+    /// `drover export` writes them); a registry repository is itself.
+    pub fn within(&self, repository: &str) -> Repo {
+        match self {
+            Repo::Layout { layout, _tmp, .. } => Repo::Layout { layout: layout.clone(), prefix: format!("{repository}:"), _tmp: _tmp.clone() },
+            Repo::Registry { .. } => self.clone(),
+        }
+    }
+
     /// Opens the repository a reference points into; returns it with the tag or digest
     /// to look up (if any). Layouts are created when `create` is set.
     pub fn open(reference: &Reference, client: &RegistryClient, create: bool) -> Result<(Repo, Option<String>), StoreError> {
@@ -120,6 +129,7 @@ impl Repo {
                     size: 0,
                     artifact_type: None,
                     annotations: Default::default(),
+                    data: None,
                 })
             }));
         }

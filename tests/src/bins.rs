@@ -4,8 +4,16 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-/// Path of a workspace binary in the same target directory as the running test.
+/// Path of a workspace binary in the same target directory as the running test, or in
+/// `DROVER_TEST_BINS` when set: the attack-first practice runs a new test against the
+/// binaries of the code before the fix (`DROVER_TEST_BINS=/tmp/base-bins cargo test ...`)
+/// to see it fail.
 pub fn bin(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("DROVER_TEST_BINS") {
+        let p = PathBuf::from(dir).join(name);
+        assert!(p.is_file(), "{} does not exist (DROVER_TEST_BINS)", p.display());
+        return p;
+    }
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
     let p = dir.join(name);
@@ -49,6 +57,18 @@ pub fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
         cmd.env(k, v);
     }
     cmd.output().expect("spawn").into()
+}
+
+/// Runs binary `name` with `args` and extra `env` under a data-segment cap of `data_cap`
+/// bytes (`prlimit --data`): a test whose input could balloon a process without a limit
+/// cannot take the machine down.
+pub fn run_capped(name: &str, data_cap: u64, args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--data={data_cap}")).arg("--").arg(bin(name)).args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("prlimit (util-linux) must be installed").into()
 }
 
 /// Like [`run`] but panics (showing stderr) unless the exit code is 0.

@@ -15,7 +15,7 @@ pub mod spawn;
 pub mod tls;
 pub mod token;
 
-pub use bins::{bin, run, run_ok, tool_ok, Out};
+pub use bins::{bin, run, run_capped, run_ok, tool_ok, Out};
 pub use registry::{Registry, RegistrySetup};
 
 /// Writes `files` (relative path, content) under `root`, creating directories.

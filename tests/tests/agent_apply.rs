@@ -214,6 +214,12 @@ fn applies_from_an_oci_layout_and_archive_source() {
     assert!(!fx.target().join("manifests").exists());
     let digest = drover_tests::run_ok("drover", &["-o", "json", "inspect", &layout], ENV).json()["digest"].as_str().unwrap().to_string();
     drover_tests::run_ok("drover", &["sign", &format!("oci:{}@{digest}", fx.s("layout")), "--key", &fx.key("k1")], ENV);
+    // Signed, but not placed on the channel: a signed statement says it belongs on `prod`.
+    let out = fx.once_from(&layout, &[]);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("without a signed channel statement"), "{}", out.stderr);
+    let by_digest = format!("oci:{}@{digest}", fx.s("layout"));
+    drover_tests::run_ok("drover", &["promote", &by_digest, &layout, "--key", &fx.key("k1"), "--trust-key", &fx.pubkey("k1")], ENV);
     let out = fx.once_from(&layout, &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let f = std::fs::read_to_string(fx.target().join("manifests/app/ConfigMap.core.a.yaml")).unwrap();

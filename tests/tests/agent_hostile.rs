@@ -136,7 +136,10 @@ fn hostile_bundles_are_refused_without_touching_the_target() {
         eprintln!("{name}: published in {:?}", t0.elapsed());
         let signed_by_push = matches!(*name, "unsigned" | "wrong key" | "lower sequence" | "wrong cluster type");
         if !signed_by_push {
+            // The release key signed hostile content (and placed it): the agent's own
+            // checks must still refuse it.
             fx.sign(&digest, "k1");
+            fx.place(&digest, "k1");
         }
         let t1 = std::time::Instant::now();
         let out = fx.once(&[]);

@@ -83,6 +83,7 @@ fn allow_namespace_refuses_cluster_scoped_objects_on_the_dir_target() {
     // Disguised with a namespace from the allow list: still cluster-scoped, still refused.
     let digest = push_assembled(&fx.tag_ref, &[disguised_binding("pwned", "team-a")], 3);
     fx.sign(&digest, "k1");
+    fx.place(&digest, "k1");
     let out = fx.once(&allow);
     assert_eq!(out.code, 1, "a ClusterRoleBinding claiming namespace team-a must be refused:\n{}", out.stderr);
     let reason = fx.status()["lastAttempt"]["reason"].as_str().unwrap().to_string();
@@ -118,10 +119,15 @@ fn namespace_id(ns: &str) -> ObjectRef {
     ObjectRef { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: ns.into() }
 }
 
+/// Signs `digest` and places it on `prod` with its signed channel statement (the release
+/// key signed this content: the agent's policy must still refuse it).
 fn sign(env: &Env, digest: &str) {
-    let key = env.dir.path().join("keys/drover.key");
+    let (key, public) = (env.dir.path().join("keys/drover.key"), env.dir.path().join("keys/drover.pub"));
     let r = format!("{}/fleet/edge@{digest}", env.reg.addr);
-    drover_tests::run_ok("drover", &["sign", &r, "--key", key.to_str().unwrap(), "--plain-http"], &[("DROVER_KEY_PASSWORD", "")]);
+    let pw = [("DROVER_KEY_PASSWORD", "")];
+    drover_tests::run_ok("drover", &["sign", &r, "--key", key.to_str().unwrap(), "--plain-http"], &pw);
+    let place = ["promote", &r, "prod", "--key", key.to_str().unwrap(), "--trust-key", public.to_str().unwrap(), "--plain-http"];
+    drover_tests::run_ok("drover", &place, &pw);
 }
 
 /// Runs the agent expecting a `policy` refusal whose reason names `what`.

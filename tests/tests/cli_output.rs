@@ -66,7 +66,7 @@ fn help_speaks_one_vocabulary() {
     ]
     .iter()
     .map(|c| ("drover", vec![*c]))
-    .chain([("drover", vec!["fleet", "status"]), ("drover", vec!["fleet", "wait"]), ("drover", vec!["fleet", "view"])])
+    .chain([("drover", vec!["fleet", "status"]), ("drover", vec!["fleet", "wait"]), ("drover", vec!["fleet", "view"]), ("drover", vec!["fleet", "enroll"])])
     .chain(["run", "status", "history", "plan", "hold", "release"].map(|c| ("drover-agent", vec![c])))
     .collect();
     let mut problems = Vec::new();

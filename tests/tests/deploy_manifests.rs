@@ -9,7 +9,7 @@ mod kube_support;
 
 use std::path::Path;
 
-use kube_support::Env;
+use kube_support::{Agent, Env};
 use serde_json::Value;
 
 scenarios!(deploy_kubernetes_is_accepted_and_its_config_runs);
@@ -60,7 +60,9 @@ fn deploy_kubernetes_is_accepted_and_its_config_runs(env: &Env) {
 
     // 2. The shipped config itself (leader election in drover-system, kube target,
     //    expectations, limits) runs, with only the site values overridden by flags.
-    let out = env.agent(&["--config", config_path.to_str().unwrap()]);
+    // As the DaemonSet runs it: POD_NAMESPACE=drover-system (the downward API).
+    let in_drover_system = Agent { namespace: Some("drover-system".into()), ..Agent::default() };
+    let out = env.agent_in(&in_drover_system, &["--config", config_path.to_str().unwrap()]);
     let attempt = env.last_attempt();
     assert_eq!(out.code, 0, "{}\n{attempt:#}", out.stderr);
     assert!(matches!(attempt["result"].as_str(), Some("Applied" | "Unchanged")), "{attempt:#}");
@@ -93,7 +95,22 @@ fn deploy_kubernetes_is_accepted_and_its_config_runs(env: &Env) {
     let cfg: Value = serde_yaml_ng::from_str(agent_yaml).unwrap();
     let cluster_name = cfg["clusterName"].as_str().expect("clusterName in the shipped agent.yaml");
     let reports = env.reg.reference("fleet/drover-reports");
-    let out = drover_tests::run("drover", &["-o", "json", "fleet", "status", "--reports", &reports, "--plain-http", "--stale", "1h"], &[]);
+    // Its report is signed with the cluster's report key, kept in a Secret of the agent's
+    // namespace (the shipped Role lets it get and create exactly that).
+    let secret = env.get_in("drover-system", "secret", "drover-report-key").unwrap_or_else(|| panic!("no report key Secret:\n{}", out.stderr));
+    assert!(secret["data"]["key.pem"].is_string(), "{secret:#}");
+    let (key, public) = (env.dir.path().join("keys/drover.key"), env.dir.path().join("keys/drover.pub"));
+    let tag = format!("cloud-standard.{cluster_name}");
+    let enroll = [
+        "-o", "json", "fleet", "enroll", "--reports", &reports, "--plain-http", "--key", key.to_str().unwrap(), "--cluster", &tag,
+    ];
+    let out = drover_tests::run("drover", &enroll, &[("DROVER_KEY_PASSWORD", "")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = drover_tests::run(
+        "drover",
+        &["-o", "json", "fleet", "status", "--reports", &reports, "--plain-http", "--stale", "1h", "--trust-key", public.to_str().unwrap()],
+        &[],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let fleet = out.json();
     let reported = fleet["clusters"].as_array().expect("clusters");
@@ -104,6 +121,7 @@ fn deploy_kubernetes_is_accepted_and_its_config_runs(env: &Env) {
     assert_eq!(r["environment"], "prod", "{r:#}");
     assert_eq!(r["appliedDigest"], status["appliedDigest"], "{r:#}");
     assert_eq!(r["lastResult"], attempt["result"], "{r:#}");
+    assert!(r["untrusted"].is_null(), "the enrolled cluster's signed report counts: {r:#}");
     let credentials = Path::new(cfg["reportDockerConfig"].as_str().expect("reportDockerConfig in the shipped agent.yaml"));
     let dir = credentials.parent().unwrap().to_str().unwrap();
     let mount = c["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == dir).unwrap_or_else(|| panic!("nothing mounted at {dir}: {c:#}"));

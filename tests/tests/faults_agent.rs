@@ -245,12 +245,16 @@ fn a_tag_moved_between_head_and_get_never_mixes_bundles() {
     let reg = fx.reg.addr.clone();
     fx.push(&objs(&bundle(1)), 1, Some("k1"), &[]);
     assert_eq!(fx.once_from(&source, &[]).code, 0);
-    let d2 = fx.push(&objs(&bundle(2)), 2, Some("k1"), &[]);
-    let d3 = fx.push(&objs(&bundle(3)), 3, Some("k1"), &[]);
+    // Bundle 3 is signed but published to another channel (its manifest is the
+    // attacker's template); `prod` holds bundle 2 with its signed channel statement.
+    let next = fx.reg.reference("fleet/edge:next");
+    let d3 = fx.push_at(&next, "edge", &objs(&bundle(3)), 3, Some("k1"), &[]);
     let bytes = |d: &str| rawreg::manifest(&reg, REPO, d).expect("pushed manifest").0;
+    let d3_bytes = bytes(&d3);
+    let d2 = fx.push(&objs(&bundle(2)), 2, Some("k1"), &[]);
     // The attacker's manifest: bundle 3's manifest with one annotation more (other
     // digest, signed by nobody), put under the tag between the agent's HEAD and GET.
-    let mut evil: serde_json::Value = serde_json::from_slice(&bytes(&d3)).unwrap();
+    let mut evil: serde_json::Value = serde_json::from_slice(&d3_bytes).unwrap();
     evil["annotations"]["org.example.moved"] = "yes".into();
     let evil = serde_json::to_vec(&evil).unwrap();
     let evil_digest = rawreg::digest(&evil);
@@ -274,12 +278,16 @@ fn a_tag_moved_between_head_and_get_never_mixes_bundles() {
     assert_eq!(fx.status()["appliedDigest"], d2.as_str());
 
     // A publisher's race: the tag moves to the next signed bundle between HEAD and GET.
+    // The publisher signed bundle 4's channel statement before moving the tag, so the
+    // bundle the HEAD resolved (3) is no longer placed on the channel: that poll refuses
+    // it (nothing applied, nothing mixed) and the next one applies bundle 4 whole.
     let d4 = fx.push(&objs(&bundle(4)), 4, Some("k1"), &[]);
-    move_tag(&reg, &bytes(&d3));
+    move_tag(&reg, &d3_bytes);
     move_tag_after_head(&proxy, &reg, bytes(&d4));
-    assert_eq!(fx.once_from(&source, &[]).code, 0);
-    assert_eq!(fx.status()["appliedDigest"], d3.as_str());
-    assert_eq!(whole(&snapshot(&fx.target().join("manifests")), 4), Some(3), "bundle 3, whole");
+    assert_eq!(fx.once_from(&source, &[]).code, 1);
+    assert_eq!(fx.history()[0]["digest"], d3.as_str());
+    assert_eq!(fx.status()["appliedDigest"], d2.as_str());
+    assert_eq!(whole(&snapshot(&fx.target().join("manifests")), 4), Some(2), "bundle 2, whole");
     assert_eq!(fx.once_from(&source, &[]).code, 0);
     assert_eq!(fx.status()["appliedDigest"], d4.as_str());
     assert_eq!(whole(&snapshot(&fx.target().join("manifests")), 4), Some(4), "then bundle 4, whole");

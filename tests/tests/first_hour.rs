@@ -45,7 +45,7 @@ fn an_untagged_build_is_readable_by_every_command() {
     assert_eq!(e.code, 1, "{}", e.stderr);
     let named = format!("oci:{layout}:fleet/edge:prod");
     assert!(e.stderr.contains("drover promote"), "export says how to tag the verified digest: {}", e.stderr);
-    run_ok("drover", &["promote", &reference, &named, "--trust-key", &w.pubkey()], ENV);
+    run_ok("drover", &["promote", &reference, &named, "--key", &w.key(), "--trust-key", &w.pubkey()], ENV);
     run_ok("drover", &["export", &named, "--out", &w.s("untagged.tar")], ENV);
     assert!(w.p("untagged.tar").metadata().unwrap().len() > 0);
 }

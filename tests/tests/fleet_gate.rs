@@ -31,7 +31,10 @@ fn gate_follows_the_reports(env: &Env) {
     let before = utc_now();
     f.agent_ok("e1", "edge", "prod", "prod-ring0", Target::Dir, &[]);
     f.agent_ok("e2", "edge", "prod", "prod-ring0", Target::Dir, &[]);
-    f.agent_ok("k1", "edge", "prod", "prod-ring0", Target::Kube(&kube), &["--health-timeout", "3s"]);
+    f.agent_ok("k1", "edge", "prod", "prod-ring0", Target::Kube(&kube, &env.ns), &["--health-timeout", "3s"]);
+    // Their report keys (made at each agent's first start) are approved into the roster.
+    let enrolled = f.enroll(&["--all-pending"]);
+    assert_eq!(enrolled["enrolled"], 3, "{enrolled:#}");
 
     // 1. fleet status shows each cluster exactly.
     let st = f.status();
@@ -51,18 +54,19 @@ fn gate_follows_the_reports(env: &Env) {
         st["summary"],
         json!([{"environment": "prod", "clusterType": "edge", "channel": "prod-ring0", "clusters": 3,
                 "sequences": [{"sequence": 1, "digest": d1, "clusters": 3}],
-                "healthy": 2, "progressing": 0, "degraded": 1, "unknown": 0, "stale": 0}])
+                "healthy": 2, "progressing": 0, "degraded": 1, "unknown": 0, "stale": 0, "untrusted": 0}])
     );
     let prefix = format!("{}/fleet", f.reg);
-    let none = f.drover(&["-o", "json", "fleet", "status", "--registry", &prefix, "--env", "staging"]).json();
+    let none = f.drover(&["-o", "json", "fleet", "status", "--registry", &prefix, "--env", "staging", "--trust-key", &f.pubkey()]).json();
     assert_eq!(none, json!({"clusters": [], "summary": []}));
 
     // 2. The gate refuses while one cluster is Degraded, and names it and why.
     let src = f.channel("edge", "prod-ring0");
     let ring1 = f.channel("edge", "prod-ring1");
     let pubkey = f.pubkey();
+    let key = f.key();
     let promote = |extra: &[&str]| {
-        let mut a = vec!["promote", src.as_str(), "prod-ring1", "--trust-key", pubkey.as_str(), "--require-healthy", "100%"];
+        let mut a = vec!["promote", src.as_str(), "prod-ring1", "--key", key.as_str(), "--trust-key", pubkey.as_str(), "--require-healthy", "100%"];
         a.extend_from_slice(extra);
         f.drover(&a)
     };
@@ -87,7 +91,7 @@ fn gate_follows_the_reports(env: &Env) {
 
     // 4. All on sequence 2 and Healthy (the stuck Deployment is pruned): soaking holds back.
     f.agent_ok("e2", "edge", "prod", "prod-ring0", Target::Dir, &[]);
-    f.agent_ok("k1", "edge", "prod", "prod-ring0", Target::Kube(&kube), &["--health-timeout", "30s"]);
+    f.agent_ok("k1", "edge", "prod", "prod-ring0", Target::Kube(&kube, &env.ns), &["--health-timeout", "30s"]);
     let st = f.status();
     assert_eq!(st["summary"][0]["healthy"], 3, "{st:#}");
     assert_eq!(st["summary"][0]["sequences"], json!([{"sequence": 2, "digest": d2, "clusters": 3}]));
@@ -101,28 +105,28 @@ fn gate_follows_the_reports(env: &Env) {
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("3 of 3 cluster(s)") && out.stderr.contains("4 required"), "{}", out.stderr);
     let by_digest = format!("{}/fleet/edge@{d2}", f.reg);
-    let out = f.drover(&["promote", &by_digest, "prod-ring1", "--trust-key", &pubkey, "--require-healthy", "100%"]);
+    let out = f.drover(&["promote", &by_digest, "prod-ring1", "--key", &key, "--trust-key", &pubkey, "--require-healthy", "100%"]);
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("needs the channel tag"), "{}", out.stderr);
-    let out = f.drover(&["promote", &src, "prod-ring1", "--trust-key", &pubkey, "--soak", "1m"]);
+    let out = f.drover(&["promote", &src, "prod-ring1", "--key", &key, "--trust-key", &pubkey, "--soak", "1m"]);
     assert_eq!(out.code, 2, "a gate flag without --require-healthy is a usage error: {}", out.stderr);
     assert!(out.stderr.contains("--require-healthy"), "{}", out.stderr);
-    let out = f.drover(&["promote", &src, "prod-ring1", "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "ten minutes"]);
+    let out = f.drover(&["promote", &src, "prod-ring1", "--key", &key, "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "ten minutes"]);
     assert_eq!(out.code, 2, "a value that does not parse is a usage error: {}", out.stderr);
     assert!(out.stderr.contains("--soak \"ten minutes\" is not a duration"), "{}", out.stderr);
     assert_eq!(f.digest_of(&ring1), None, "nothing moved");
 
     // 5. fleet wait: gives up (exit 1, naming why) while soaking, returns once soaked.
-    let out = f.drover(&["fleet", "wait", &src, "--soak", "1h", "--timeout", "1s", "--interval", "1s"]);
+    let out = f.drover(&["fleet", "wait", &src, "--trust-key", &pubkey, "--soak", "1h", "--timeout", "1s", "--interval", "1s"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("timed out") && out.stderr.contains("soaking"), "{}", out.stderr);
-    let out = f.drover(&["-o", "json", "fleet", "wait", &src, "--soak", "3s", "--timeout", "2m", "--interval", "1s"]);
+    let out = f.drover(&["-o", "json", "fleet", "wait", &src, "--trust-key", &pubkey, "--soak", "3s", "--timeout", "2m", "--interval", "1s"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v = out.json();
     assert_eq!((v["passed"].as_bool(), v["ready"].as_u64(), v["candidate"]["digest"].as_str()), (Some(true), Some(3), Some(d2.as_str())));
 
     // 6. The gate passes: prod-ring1 moves to exactly the digest the clusters run.
-    let out = f.drover(&["-o", "json", "promote", &src, "prod-ring1", "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "3s"]);
+    let out = f.drover(&["-o", "json", "promote", &src, "prod-ring1", "--key", &key, "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "3s"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let doc = out.json();
     assert_eq!(doc["digest"], d2.as_str());

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use drover_tests::fakekube::{FakeApiServer, RolloutMode};
 use drover_tests::Registry;
-use fleet_support::{curl_report, workload, Fleet, Target};
+use fleet_support::{workload, Fleet, Target};
 use serde_json::json;
 
 fn chromium(args: &[&str]) -> String {
@@ -76,26 +76,28 @@ fn the_fleet_page_in_headless_chromium_fake_only() {
         ("prod-neu-1", "cloud-standard", "prod", "prod-ring1"),
         ("prod-eus-1", "cloud-standard", "prod", "prod-ring1"),
         ("prod-gpu-1", "cloud-gpu", "prod", "prod-ring1"),
+        ("factory-madrid-1", "edge-small", "prod", "prod-ring1"),
     ];
     for (name, t, env, ch) in clusters {
         f.agent_ok(name, t, env, ch, Target::Dir, &[]);
     }
     // prod-weu-1 (kube) runs the new sequence 42 of prod-ring0 and is Degraded.
-    f.agent_ok("prod-weu-1", "cloud-standard", "prod", "prod-ring0", Target::Kube(kube.kubeconfig_path()), &["--health-timeout", "2s"]);
+    f.agent_ok("prod-weu-1", "cloud-standard", "prod", "prod-ring0", Target::Kube(kube.kubeconfig_path(), "shop"), &["--health-timeout", "2s"]);
     // prod-ring1 of edge-small moves to 42; factory-oslo-1 has not caught up.
     f.push("edge-small", "prod", "prod-ring1", 42, &plain("42"));
     f.agent_ok("factory-lyon-1", "edge-small", "prod", "prod-ring1", Target::Dir, &[]);
+    // Every cluster's report key is enrolled (their reports count).
+    f.enroll(&["--all-pending"]);
     // factory-madrid-1's agent stopped three hours ago; its last report stays.
-    let (_, mut old) = f.raw_report("edge-small.factory-lyon-1");
-    old["clusterName"] = json!("factory-madrid-1");
     let hours_ago = |h: u32| drover_tests::tool_ok("date", &["-u", "-d", &format!("{h} hours ago"), "+%Y-%m-%dT%H:%M:%SZ"]).trim().to_string();
-    old["reportedAt"] = json!(hours_ago(3));
-    old["healthSince"] = json!(hours_ago(30));
-    curl_report(&f.reg, "fleet/drover-reports", "edge-small.factory-madrid-1", &old);
+    f.rewrite_own_report("edge-small", "factory-madrid-1", |old| {
+        old["reportedAt"] = json!(hours_ago(3));
+        old["healthSince"] = json!(hours_ago(30));
+    });
 
     let page = tmp.path().join("fleet.html");
     let prefix = format!("{}/fleet", f.reg);
-    let out = f.drover(&["-o", "json", "fleet", "view", "--registry", &prefix, "--out", page.to_str().unwrap()]);
+    let out = f.drover(&["-o", "json", "fleet", "view", "--registry", &prefix, "--trust-key", &f.pubkey(), "--out", page.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["clusters"], 13);
 

@@ -105,9 +105,15 @@ fn a_new_leader_keeps_health_since_and_reports_carry_no_content() {
     assert!(!text.contains("topsecret-value-4711") && !text.contains("hunter2"), "no object content in a report: {text}");
     let since = report["healthSince"].as_str().expect("healthSince").to_string();
 
-    // A new leader: the same cluster, an empty state directory, a second later.
+    // A new leader: the same cluster, an empty state directory, a second later. It is the
+    // same cluster because it has the cluster's report key (on the dir target the key is
+    // the one file a new leader takes over; the kube target keeps it in a Secret:
+    // kube_report_key), so it trusts its predecessor's healthSince.
     std::thread::sleep(std::time::Duration::from_millis(2100));
+    let key = std::fs::read(f.state_dir("c1").join("report-key.pem")).unwrap();
     std::fs::remove_dir_all(f.state_dir("c1")).unwrap();
+    std::fs::create_dir_all(f.state_dir("c1")).unwrap();
+    std::fs::write(f.state_dir("c1").join("report-key.pem"), key).unwrap();
     f.agent_ok("c1", "edge", "prod", "prod-ring0", Target::Dir, &[]);
     let (_, again) = f.raw_report("edge.c1");
     assert!(again["reportedAt"].as_str() > report["reportedAt"].as_str(), "a new report was written: {again:#}");
@@ -138,7 +144,7 @@ fn forged_and_broken_reports_are_skipped_by_name() {
     future["clusterName"] = json!("bad");
     curl_report(&f.reg, "fleet/drover-reports", "edge.bad", &future);
     let prefix = format!("{}/fleet", f.reg);
-    let out = f.drover(&["-o", "json", "fleet", "status", "--registry", &prefix]);
+    let out = f.drover(&["-o", "json", "fleet", "status", "--registry", &prefix, "--trust-key", &f.pubkey()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let names: Vec<String> = out.json()["clusters"].as_array().unwrap().iter().map(|c| c["clusterName"].as_str().unwrap().to_string()).collect();
     assert_eq!(names, ["c1"], "only c1 counts");
@@ -148,7 +154,7 @@ fn forged_and_broken_reports_are_skipped_by_name() {
     assert!(bad.contains("schemaVersion 99"), "{bad}");
     // The page says so too.
     let page = tmp.path().join("fleet.html");
-    let out = f.drover(&["fleet", "view", "--registry", &prefix, "--out", page.to_str().unwrap()]);
+    let out = f.drover(&["fleet", "view", "--registry", &prefix, "--trust-key", &f.pubkey(), "--out", page.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("skipped") && html.contains("edge.ghost"), "the page lists skipped reports");
@@ -161,25 +167,44 @@ fn export_carries_the_reports_out_and_the_page_is_drawn_offline() {
     f.push("cloud", "prod", "prod", 1, &workload("app", "1", None));
     f.agent_ok("e1", "edge", "prod", "prod", Target::Dir, &[]);
     f.agent_ok("k1", "cloud", "prod", "prod", Target::Dir, &[]);
+    f.enroll(&["--all-pending"]);
     let live = f.status();
+    assert!(live["clusters"].as_array().unwrap().iter().all(|c| c["untrusted"].is_null()), "both count: {live:#}");
     let archive = tmp.path().join("reports.tar");
     let repo = format!("{}/fleet/drover-reports", f.reg);
     let out = f.drover(&["-o", "json", "export", &repo, "--out", archive.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stderr.contains("no signature"), "reports are not bundles: no signature warning: {}", out.stderr);
     let exported: Vec<String> = out.json()["bundles"].as_array().unwrap().iter().map(|b| b["refName"].as_str().unwrap().to_string()).collect();
-    assert_eq!(exported, ["fleet/drover-reports:cloud.k1", "fleet/drover-reports:edge.e1"]);
+    assert_eq!(exported, ["fleet/drover-reports:cloud.k1", "fleet/drover-reports:drover-roster", "fleet/drover-reports:edge.e1"], "the roster travels with the reports");
     reg.stop();
     // Offline: the archive alone.
     let src = format!("oci-archive:{}", archive.display());
-    let out = drover_tests::run("drover", &["-o", "json", "fleet", "status", "--reports", &src, "--stale", "1h"], &[]);
+    let out = drover_tests::run("drover", &["-o", "json", "fleet", "status", "--reports", &src, "--stale", "1h", "--trust-key", &f.pubkey()], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["clusters"], live["clusters"], "the archive says what the registry said");
     let page = tmp.path().join("offline.html");
-    let out = drover_tests::run("drover", &["fleet", "view", "--reports", &src, "--out", page.to_str().unwrap()], &[]);
+    let out = drover_tests::run("drover", &["fleet", "view", "--reports", &src, "--trust-key", &f.pubkey(), "--out", page.to_str().unwrap()], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("data-cluster=\"edge.e1\"") && html.contains("data-cluster=\"cloud.k1\""), "{html}");
+    assert!(!html.contains("data-untrusted=\"true\""), "the roster came along: every report counts");
+
+    // Imported into another registry (the central side keeps a copy): the roster is
+    // verified with the release key and carried, the reports as they are.
+    let central = Registry::start();
+    let out = drover_tests::run(
+        "drover",
+        &["-o", "json", "import", archive.to_str().unwrap(), "--to", &central.addr, "--trust-key", &f.pubkey(), "--plain-http"],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let reports = format!("{}/fleet/drover-reports", central.addr);
+    let out = drover_tests::run("drover", &["-o", "json", "fleet", "status", "--reports", &reports, "--stale", "1h", "--trust-key", &f.pubkey(), "--plain-http"], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let imported: Vec<Value> = out.json()["clusters"].as_array().unwrap().clone();
+    assert_eq!(imported.len(), 2);
+    assert!(imported.iter().all(|c| c["untrusted"].is_null()), "{imported:#?}");
 }
 
 /// Requests the proxy saw for the reports repository `fleet/drover-reports`.
@@ -204,6 +229,16 @@ fn a_report_write_is_three_requests_with_no_blob_head() {
     assert!(seen[0].contains("/manifests/edge.c1 ") && seen[3].contains("/manifests/edge.c1 "), "{seen:#?}");
     let (_, report) = f.raw_report("edge.c1");
     assert_eq!(report["clusterName"], "c1", "the report was written: {report:#}");
+    // What signing costs a write: no request, the two annotations' bytes in the manifest
+    // (docs/fleet.md "Numbers").
+    let (bytes, _) = drover_tests::rawreg::manifest(&reg.addr, "fleet/drover-reports", "edge.c1").unwrap();
+    let mut unsigned: Value = serde_json::from_slice(&bytes).unwrap();
+    let annotations = unsigned["annotations"].as_object_mut().unwrap();
+    assert!(annotations.remove("dev.drover.report.key").is_some() && annotations.remove("dev.drover.report.signature").is_some(), "signed");
+    let config = serde_json::to_vec(&report).unwrap().len();
+    let unsigned_len = serde_json::to_vec(&unsigned).unwrap().len();
+    eprintln!("report write: config {config} B, manifest {} B signed ({} B without the signature annotations)", bytes.len(), unsigned_len);
+    assert!(bytes.len() - unsigned_len < 400, "a signature costs a few hundred bytes");
 }
 
 #[test]

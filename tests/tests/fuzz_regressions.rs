@@ -16,13 +16,13 @@
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use drover_proto::config::{BundleConfig, ObjectEntry, SourceInfo, SCHEMA_VERSION};
 use drover_proto::digest::{sha256_digest, sha256_hex};
 use drover_proto::manifest::{Descriptor, Manifest};
 use drover_proto::media;
-use drover_tests::{bin, Out, Registry};
+use drover_tests::{Out, Registry};
 
 /// Data-segment cap for the binaries under test: far above what these small inputs
 /// need, far below what the hostile ones expand to without a limit.
@@ -30,15 +30,7 @@ const DATA_CAP: u64 = 512 << 20;
 
 /// Runs `drover ARGS` under [`DATA_CAP`].
 fn drover_capped(args: &[&str]) -> Out {
-    let out = Command::new("prlimit")
-        .arg(format!("--data={DATA_CAP}"))
-        .arg("--")
-        .arg(bin("drover"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("prlimit (util-linux) must be installed");
-    out.into()
+    drover_tests::run_capped("drover", DATA_CAP, args, &[])
 }
 
 /// Asserts a refusal: exit code 1 (not an abort), and every `needle` in stderr.

@@ -76,8 +76,9 @@ fn only_changed_cluster_types_are_pushed_and_unchanged_republish_writes_nothing(
     assert_eq!(v.code, 0, "verify: {}", v.stderr);
     let tags_before = all_tags(&reg);
     let edge_tags = &tags_before[0].1;
-    assert_eq!(edge_tags.len(), 3, "dev, dev-<sequence>, signature: {edge_tags:?}");
+    assert_eq!(edge_tags.len(), 5, "dev, dev-<sequence>, dev.statement and the two signatures: {edge_tags:?}");
     assert!(edge_tags.iter().any(|t| t.starts_with("dev-")) && edge_tags.iter().any(|t| t.ends_with(".sig")));
+    assert!(edge_tags.iter().any(|t| t == "dev.statement"), "the channel's signed statement: {edge_tags:?}");
     assert_eq!(tags_before[3].1, ["dev", "dev-r1", &format!("sha256-{}.sig", &first["releaseRecord"]["digest"].as_str().unwrap()[7..])]);
 
     // Unchanged republish at the same revision: nothing changed, no tag added or moved.
@@ -103,7 +104,12 @@ fn only_changed_cluster_types_are_pushed_and_unchanged_republish_writes_nothing(
     let tags_now = all_tags(&reg);
     assert_eq!(tags_now[0], tags_before[0], "edge untouched");
     assert_eq!(tags_now[1], tags_before[1], "cloud untouched");
-    assert_eq!(tags_now[2].1.len(), tags_before[2].1.len() + 2, "lab: one new history tag and one new signature: {:?}", tags_now[2]);
+    assert_eq!(
+        tags_now[2].1.len(),
+        tags_before[2].1.len() + 3,
+        "lab: one new history tag, the new bundle's signature and its new statement's signature: {:?}",
+        tags_now[2]
+    );
     let lab = &third["results"][2];
     assert!(lab["sequence"].as_u64().unwrap() > first["results"][2]["sequence"].as_u64().unwrap());
     let rec = record(&reg.addr, "fleet", "dev-r2").expect("release record dev-r2");
@@ -223,7 +229,8 @@ fn unchanged_publish_reads_no_layer_and_writes_nothing_and_changed_ones_keep_the
     assert_eq!(changed(&first).len(), types.len());
     let lines = proxy.lines();
     // Concurrency is across cluster types; within one, the channel write order holds:
-    // blobs, signature, history tag (which stores the manifest), channel tag.
+    // blobs, signature, history tag (which stores the manifest), the channel's signed
+    // statement (its blob, its signature, its tag), channel tag.
     for ty in &types {
         let puts: Vec<String> = per_repo(&lines, ty).into_iter().filter(|l| l.starts_with("PUT ")).collect();
         let pos = |what: &dyn Fn(&str) -> bool| puts.iter().position(|l| what(l)).unwrap_or_else(|| panic!("{ty}: no such write in {puts:#?}"));
@@ -231,10 +238,13 @@ fn unchanged_publish_reads_no_layer_and_writes_nothing_and_changed_ones_keep_the
         let signature = pos(&|l| l.contains("/manifests/sha256-") && l.contains(".sig "));
         let history = pos(&|l| l.contains("/manifests/dev-"));
         let channel = pos(&|l| l.contains("/manifests/dev "));
-        assert!(signature < history && history < channel, "{ty}: write order {puts:#?}");
+        let statement = pos(&|l| l.contains("/manifests/dev.statement "));
+        assert!(signature < history && history < statement && statement < channel, "{ty}: write order {puts:#?}");
+        assert_eq!(channel, puts.len() - 1, "{ty}: the channel tag is the last write: {puts:#?}");
         assert!(!puts.iter().any(|l| l.contains("/manifests/sha256:")), "{ty}: the manifest is stored by its tags, not also by digest: {puts:#?}");
         assert!(puts[..signature].iter().filter(|l| l.contains("/blobs/uploads/")).count() == 4, "{ty}: config, layer and the signature's two blobs before the signature: {puts:#?}");
-        assert!(last_blob < signature, "{ty}: the signature's blobs before its manifest, nothing after: {puts:#?}");
+        let blobs_after = puts[signature..].iter().filter(|l| l.contains("/blobs/uploads/")).count();
+        assert!(blobs_after == 3 && history < last_blob && last_blob < statement, "{ty}: after the bundle's signature, only the statement's three blobs (document, signature payload and config), before its tag: {puts:#?}");
         // The repository was empty (its tag list said so): nothing else is read before
         // writing — no HEAD of the history tag or of a blob, no GET of a signature manifest.
         let reads: Vec<String> = per_repo(&lines, ty).into_iter().filter(|l| l.starts_with("GET ") || l.starts_with("HEAD ")).collect();

@@ -25,11 +25,12 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     let tmp = tempfile::tempdir().unwrap();
     let (key, public) = keygen(tmp.path());
     let p = public.to_str().unwrap();
+    let k = key.to_str().unwrap();
     let d1 = push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 1, "one");
     sign(&reg.reference("fleet/edge:prod-ring0"), &key);
 
     // Same repository, destination given as a bare tag.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--trust-key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p, "-o", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["copied"], false);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d1.as_str()));
@@ -37,33 +38,33 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     // A newer, signed bundle promotes over it.
     let d2 = push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 2, "two");
     sign(&reg.reference("fleet/edge:prod-ring0"), &key);
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--trust-key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p, "-o", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["previous"]["sequence"], 1);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()));
 
     // The old (still validly signed) bundle cannot be promoted back: lower sequence.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--trust-key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--key", k, "--trust-key", p]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("holds sequence 2") && out.stderr.contains("drover rollback"), "{}", out.stderr);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()), "prod unchanged");
 
     // An unsigned newer bundle is refused before anything moves.
     push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 3, "three");
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--trust-key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("is not signed"), "{}", out.stderr);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()));
 
     // Another repository: bundle and signature manifest are copied; the copy verifies.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--trust-key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--key", k, "--trust-key", p, "-o", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["copied"], true);
     assert_eq!(digest_of(&reg, "mirror/edge", "prod").as_deref(), Some(d2.as_str()));
     assert!(sig_manifest(&reg, "mirror/edge", &d2).is_some());
     assert_eq!(verify(&reg.reference("mirror/edge:prod"), &[&public], 1).code, 0);
     // Promoting again into the mirror does not duplicate signature layers.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--trust-key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &reg.reference("mirror/edge:prod"), "--key", k, "--trust-key", p]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(sig_manifest(&reg, "mirror/edge", &d2).unwrap()["layers"].as_array().unwrap().len(), 1);
 
@@ -71,7 +72,7 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     // still names the original registry.
     let layout = tmp.path().join("airgap");
     let dst = format!("oci:{}:prod", layout.display());
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &dst, "--trust-key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod"), &dst, "--key", k, "--trust-key", p]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = verify(&dst, &[&public], 1);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -104,7 +105,7 @@ fn rollback_republishes_old_content_with_a_higher_sequence() {
     assert_eq!(verify(&reg.reference("fleet/edge:prod"), &[&public], 1).code, 0, "the new bundle is signed");
 
     // Replaying the old signed bundle onto prod is now a lower sequence: refused.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--trust-key", public.to_str().unwrap()]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-1"), "prod", "--key", key.to_str().unwrap(), "--trust-key", public.to_str().unwrap()]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("holds sequence 3"), "{}", out.stderr);
 

@@ -54,7 +54,7 @@ fn promote_across_registries_sends_each_registry_only_its_own_credentials() {
     let out = run_with_stdin(
         "drover",
         &[
-            "promote", &format!("{}/fleet/app:prod", t.pa.addr), &format!("{}/fleet/app:prod", t.pb.addr), trust_flag("promote"), &t.public,
+            "promote", &format!("{}/fleet/app:prod", t.pa.addr), &format!("{}/fleet/app:prod", t.pb.addr), "--key", &t.key, trust_flag("promote"), &t.public,
             "--plain-http", "--username", "alice", "--password-stdin", "--credentials-for", &t.pa.addr,
         ],
         &[("DOCKER_CONFIG", cfg.to_str().unwrap())],
@@ -74,7 +74,7 @@ fn explicit_credentials_for_a_command_that_reaches_two_registries_must_name_thei
     let out = run_with_stdin(
         "drover",
         &[
-            "promote", &format!("{}/fleet/app:prod", t.pa.addr), &format!("{}/fleet/app:prod", t.pb.addr), trust_flag("promote"), &t.public,
+            "promote", &format!("{}/fleet/app:prod", t.pa.addr), &format!("{}/fleet/app:prod", t.pb.addr), "--key", &t.key, trust_flag("promote"), &t.public,
             "--plain-http", "--username", "alice", "--password-stdin",
         ],
         &[("DOCKER_CONFIG", cfg.to_str().unwrap())],

@@ -69,7 +69,7 @@ fn push_publish_promote_export_import_and_agent_over_tls_and_auth() {
 
     // promote across two TLS registries with different users
     let dest = r2.reference("fleet/app:prod");
-    ok(run("drover", &["-o", "json", "promote", &app, &dest, trust_flag("promote"), &public, "--ca-file", &ca_file], &env), "promote");
+    ok(run("drover", &["-o", "json", "promote", &app, &dest, "--key", &key, trust_flag("promote"), &public, "--ca-file", &ca_file], &env), "promote");
     let verified = ok(run("drover", &["-o", "json", "verify", &dest, trust_flag("verify"), &public, "--ca-file", &ca_file], &env), "verify the copy");
     assert_eq!(verified["digest"], digest.as_str(), "{verified}");
 

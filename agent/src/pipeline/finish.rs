@@ -1,6 +1,7 @@
 //! The end of a cycle: what is recorded (the attempt, the history entry, the state) and
 //! what is kept in memory when the state database cannot take it.
 
+use drover_proto::text::clean;
 use drover_proto::time::now_rfc3339;
 
 use crate::events::Event;
@@ -96,7 +97,20 @@ impl Pipeline {
     /// Records `summary` as the last attempt (and `attempt` in the history) and publishes
     /// it. When the state database cannot take it, the attempt is `Failed` (stage
     /// `record`) and everything is kept in memory until it can ([`Pipeline::state`]).
-    pub(super) fn save(&mut self, state: &SourceState, mut summary: AttemptSummary, mut attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
+    /// Every message is cleaned first: reasons and object messages carry a registry's or
+    /// an API server's words (untrusted; [`clean::one_line`]).
+    pub(super) fn save(&mut self, state: &SourceState, summary: AttemptSummary, attempt: Option<Attempt>, result: AttemptResult, unreachable: bool) -> CycleOutcome {
+        let mut summary = cleaned(summary);
+        let mut attempt = attempt.map(|mut a| {
+            a.summary = cleaned(a.summary);
+            for o in a.objects.iter_mut() {
+                o.message = clean::one_line(&o.message).into_owned();
+            }
+            for u in a.unhealthy.iter_mut() {
+                u.message = clean::one_line(&u.message).into_owned();
+            }
+            a
+        });
         if let (Some(now), Some(start)) = (self.target.writes(), self.writes_start.take()) {
             let sent = now.since(&start);
             self.shared.metrics.api_writes(&sent);
@@ -131,4 +145,10 @@ impl Pipeline {
         });
         CycleOutcome { result, unreachable }
     }
+}
+
+/// `summary` with its reason cleaned to one line.
+fn cleaned(mut summary: AttemptSummary) -> AttemptSummary {
+    summary.reason = clean::one_line(&summary.reason).into_owned();
+    summary
 }

@@ -210,8 +210,9 @@ impl Pipeline {
             return CycleOutcome { result: AttemptResult::Held, unreachable: false };
         }
         if let Some((d, reason)) = &self.rejected {
-            // A refused digest is not fetched again until resync, unless signatures may still arrive.
-            if d == &digest && !resync_due && !matches!(*reason, "unsigned" | "signature") {
+            // A refused digest is not fetched again until resync, unless signatures (or its
+            // channel statement) may still arrive.
+            if d == &digest && !resync_due && !matches!(*reason, "unsigned" | "signature" | "channel") {
                 self.shared.metrics.poll("Rejected");
                 self.publish(&state, |_| {});
                 return CycleOutcome { result: AttemptResult::Rejected, unreachable: false };

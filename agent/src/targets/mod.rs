@@ -493,6 +493,15 @@ pub trait Target: Send + Sync {
         Box::pin(async { Ok(None) })
     }
 
+    /// The cluster's report key kept on the target (PKCS#8 PEM), stored as `generated`
+    /// when there is none yet (the first agent to start wins; the others read its key);
+    /// `Ok(None)`: the target keeps no key and the agent keeps it in its state directory
+    /// ([`crate::identity`]). Default: none.
+    fn report_key<'a>(&'a self, generated: &'a [u8]) -> BoxFuture<'a, Result<Option<Vec<u8>>, TargetError>> {
+        let _ = generated;
+        Box::pin(async { Ok(None) })
+    }
+
     /// The operator's hold on `source` kept on the target, `Ok(None)` when there is none.
     /// Read on every poll ([`crate::hold::Gate`]). Default: the target keeps no hold.
     fn read_hold<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetHold>, TargetError>> {

@@ -1,6 +1,7 @@
 //! `drover export REF... --out FILE`: writes an OCI archive (docs/design.md §7, air gap) holding
-//! every bundle with its config and layer AND its cosign signature manifest and payloads.
-//! Ref names are `<repository>:<tag>` and `<repository>:sha256-<hex>.sig`. The archive
+//! every bundle with its config and layer AND its cosign signature manifest and payloads,
+//! and the channel's signed statement (`<tag>.statement`, with its signatures) when there
+//! is one. Ref names are `<repository>:<tag>` and `<repository>:sha256-<hex>.sig`. The archive
 //! is deterministic: the same references (same digests) give byte-identical files. A
 //! repository without a tag exports all its tags (a fleet reports repository, carried out
 //! of an air gap for `drover fleet view --reports oci-archive:FILE`).
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use drover_proto::channel::statement;
 use drover_proto::digest::{is_valid_digest, signature_tag};
 use drover_proto::layout::Layout;
 use drover_proto::manifest::Manifest;
@@ -55,6 +57,9 @@ pub struct Exported {
     /// A fleet report (never signed), not a bundle.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub report: bool,
+    /// The channel statement carried with it (`<repository>:<tag>.statement`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
 }
 
 /// What `export` wrote.
@@ -148,24 +153,45 @@ pub async fn run(args: Args) -> anyhow::Result<ExportReport> {
     Ok(ExportReport { out: args.out.display().to_string(), sha256, bundles: exported, blobs })
 }
 
-/// Every tag of a repository except signature tags, sorted; refuses an empty repository.
+/// Every tag of a repository except signature and statement tags (they travel with what
+/// they sign and the channel they place), sorted; refuses an empty repository.
 async fn every_tag(repo: &Repo, r: &str) -> anyhow::Result<Vec<String>> {
-    let mut tags: Vec<String> = repo.tags().await.with_context(|| format!("listing the tags of {r}"))?.into_iter().filter(|t| !t.ends_with(".sig")).collect();
+    let mut tags: Vec<String> = repo
+        .tags()
+        .await
+        .with_context(|| format!("listing the tags of {r}"))?
+        .into_iter()
+        .filter(|t| !t.ends_with(".sig") && !statement::is_statement_tag(t))
+        .collect();
     tags.sort();
     anyhow::ensure!(!tags.is_empty(), "{r} has no tags to export");
     Ok(tags)
 }
 
-/// Copies one reference (bundle and, when present, its signature manifest) into the layout.
+/// Copies one reference (bundle and, when present, its signature manifest and its
+/// channel's statement) into the layout.
 async fn export_one(src: &(String, Repo, String, String), layout: &Layout, bar: &indicatif::ProgressBar) -> anyhow::Result<Exported> {
     let (r, repo, repository, tag) = src;
+    let mut exported = export_signed(r, repo, repository, tag, layout).await?;
+    let is_bundle = !exported.report && exported.signed;
+    if let Some(stmt) = statement::tag(tag).ok().filter(|_| is_bundle) {
+        if repo.resolve(&stmt).await.with_context(|| format!("looking up {}", repo.describe(&stmt)))?.is_some() {
+            let s = export_signed(&repo.describe(&stmt), repo, repository, &stmt, layout).await?;
+            exported.statement = Some(s.ref_name);
+        }
+    }
+    bar.inc(1);
+    Ok(exported)
+}
+
+/// Copies the manifest `tag` names and, unless it is a fleet report, its signature manifest.
+async fn export_signed(r: &str, repo: &Repo, repository: &str, tag: &str, layout: &Layout) -> anyhow::Result<Exported> {
     let ref_name = format!("{repository}:{tag}");
     let (bytes, digest) = repo.manifest(tag, MAX_MANIFEST).await.with_context(|| format!("fetching {r}"))?;
     copy_manifest(repo, layout, &bytes, &ref_name, r).await?;
     // Fleet reports are never signed: they travel as they are (docs/fleet.md).
     if Manifest::from_slice(&bytes).is_ok_and(|m| m.artifact_type.as_deref() == Some(media::REPORT_ARTIFACT_TYPE)) {
-        bar.inc(1);
-        return Ok(Exported { reference: r.clone(), ref_name, digest, signed: false, signature_layers: 0, report: true });
+        return Ok(Exported { reference: r.to_string(), ref_name, digest, signed: false, signature_layers: 0, report: true, statement: None });
     }
     let sig_tag = signature_tag(&digest);
     let (signed, signature_layers) = match repo.manifest(&sig_tag, MAX_MANIFEST).await {
@@ -179,8 +205,7 @@ async fn export_one(src: &(String, Repo, String, String), layout: &Layout, bar: 
     if !signed {
         warn(format_args!("{r} ({digest}) has no signature; importing it with --trust-key will be refused"));
     }
-    bar.inc(1);
-    Ok(Exported { reference: r.clone(), ref_name, digest, signed, signature_layers, report: false })
+    Ok(Exported { reference: r.to_string(), ref_name, digest, signed, signature_layers, report: false, statement: None })
 }
 
 /// Copies a manifest's blobs (config, layers) and the manifest itself into the layout

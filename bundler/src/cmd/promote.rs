@@ -1,8 +1,11 @@
-//! `drover promote SRC DST_TAG|DST --trust-key PUB...`: verifies SRC, then points the
-//! destination tag at the same digest, copying bundle and verified signatures when the
-//! destination repository differs (`drover_proto::channel::promote`). Never lowers the
-//! destination's sequence, never mixes cluster types or environments. With
-//! `--require-healthy` the health gate (`crate::fleet::gate`) must pass first.
+//! `drover promote SRC DST_TAG|DST --key KEY --trust-key PUB...`: verifies SRC, then points
+//! the destination tag at the same digest, copying bundle and verified signatures when the
+//! destination repository differs (`drover_proto::channel::promote`), after signing the
+//! destination channel's statement with `--key`. Never lowers the destination's sequence,
+//! never mixes cluster types or environments. With `--require-healthy` the health gate
+//! (`crate::fleet::gate`) must pass first.
+
+use std::path::PathBuf;
 
 use anyhow::Context;
 use drover_proto::channel::promote::{promote, verified_source, Promoted};
@@ -11,11 +14,11 @@ use drover_proto::digest::is_valid_digest;
 use drover_proto::reference::valid_tag;
 use drover_proto::{Reference, Repo};
 
-use crate::cmd::fleet::args::{channel_of, gate, GateArgs};
+use crate::cmd::fleet::args::{channel_of, gate, GateArgs, Judged};
 use crate::fleet::gate::Verdict;
 use crate::output::{note, warn, Report, Text};
 use crate::regargs::RegistryArgs;
-use crate::signing::open_reference;
+use crate::signing::{load_signing_key, open_reference};
 use crate::trustargs::TrustArgs;
 
 /// Arguments of `drover promote`.
@@ -26,6 +29,10 @@ pub struct Args {
     /// The destination: a tag in the source repository (e.g. prod-ring1), or a full
     /// reference with a tag (HOST/OTHER-REPO:TAG, oci:DIR:TAG).
     pub destination: String,
+    /// Private signing key: signs the destination channel's statement (placing a bundle
+    /// on a channel is a signed act; agents follow a channel only with it).
+    #[arg(long, value_name = "KEY")]
+    pub key: PathBuf,
     /// Trusted keys and threshold.
     #[command(flatten)]
     pub trust: TrustArgs,
@@ -40,6 +47,7 @@ pub struct Args {
 /// Runs `drover promote`.
 pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
     let policy = args.trust.policy()?;
+    let key = load_signing_key(&args.key)?;
     let client = args.registry.client_for(&[&args.source, &args.destination])?;
     let (src, src_lookup, _) = open_reference(&args.source, &client, false)?;
     let src_lookup = src_lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add :TAG or @sha256:...)", args.source))?;
@@ -68,7 +76,8 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
         Some(rule) => {
             let channel = channel_of(&args.source, &src_lookup)?;
             let head = verified_source(&src, &src_lookup, &policy).await.with_context(|| format!("promoting {} (nothing moved)", args.source))?;
-            let v = gate(&args.gate, &rule, &args.source, &channel, &head.digest, &head.config, &client).await?;
+            let what = Judged { source: &args.source, channel: &channel, digest: &head.digest, config: &head.config };
+            let v = gate(&args.gate, &rule, what, &policy, &client).await?;
             if !v.passed {
                 let refused = format!("refusing to promote {} to {destination} (nothing moved): {}", args.source, v.describe());
                 return Ok(PromoteReport { source: args.source, destination, promoted: false, moved: None, gate: Some(v), refused: Some(refused) });
@@ -79,11 +88,14 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
         }
         None => src_lookup,
     };
-    let done = promote(&src, &src_lookup, &dst, &dst_tag, &policy)
+    let done = promote(&src, &src_lookup, &dst, &dst_tag, &policy, &key)
         .await
         .with_context(|| format!("promoting {} to {destination} (nothing moved)", args.source))?;
     if let Some(note) = &done.untrusted_previous {
         warn(format_args!("{note}; replaced it"));
+    }
+    if let Some(why) = &done.source_unplaced {
+        warn(format_args!("the source's placement was not checked: {why}"));
     }
     Ok(PromoteReport { source: args.source, destination, promoted: true, moved: Some(done), gate: verdict, refused: None })
 }
@@ -122,12 +134,13 @@ impl Report for PromoteReport {
             return;
         };
         out.table(
-            &["DESTINATION", "DIGEST", "SEQUENCE", "PREVIOUS"],
+            &["DESTINATION", "DIGEST", "SEQUENCE", "PREVIOUS", "STATEMENT"],
             &[vec![
                 self.destination.clone(),
                 done.digest.clone(),
                 done.sequence.to_string(),
                 done.previous.as_ref().map(|p| format!("{} (sequence {})", p.digest, p.sequence)).unwrap_or_else(|| "-".into()),
+                format!("{} ({})", done.statement.statement, if done.statement.new { "signed" } else { "countersigned" }),
             ]],
         );
     }

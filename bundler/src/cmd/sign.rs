@@ -40,18 +40,25 @@ pub async fn run(args: Args) -> anyhow::Result<SignReport> {
     let client = args.registry.client_for(&[&args.reference])?;
     let (repo, lookup, _) = open_reference(&args.reference, &client, true)?;
     let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add @sha256:... or :TAG)", args.reference))?;
-    let info = countersign(&repo, &lookup, &key, policy.as_ref()).await.with_context(|| format!("signing {}", args.reference))?;
-    Ok(SignReport(info))
+    let done = countersign(&repo, &lookup, &key, policy.as_ref()).await.with_context(|| format!("signing {}", args.reference))?;
+    Ok(SignReport { info: done.bundle, statement: done.statement })
 }
 
 /// What `sign` did (the signature written, or found already there).
 #[derive(Debug, Serialize)]
-#[serde(transparent)]
-pub struct SignReport(pub SignatureInfo);
+#[serde(rename_all = "camelCase")]
+pub struct SignReport {
+    /// The bundle's signature.
+    #[serde(flatten)]
+    pub info: SignatureInfo,
+    /// The channel statement's signature, when the tag's statement places the bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement: Option<SignatureInfo>,
+}
 
 impl Report for SignReport {
     fn write_text(&self, out: &mut Text) {
-        let info = &self.0;
+        let info = &self.info;
         out.table(
             &["DIGEST", "SIGNATURE", "KEY", "ADDED", "LAYERS"],
             &[vec![
@@ -62,5 +69,8 @@ impl Report for SignReport {
                 info.layers.to_string(),
             ]],
         );
+        if let Some(s) = &self.statement {
+            out.line(format!("countersigned the channel statement {} ({} layer(s))", s.signature_reference, s.layers));
+        }
     }
 }

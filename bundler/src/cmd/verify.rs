@@ -1,8 +1,13 @@
 //! `drover verify REF --trust-key PUB... [--threshold N]`: exit 0 only when at least N
 //! distinct trusted keys signed this exact digest; reports matched keys and why others
-//! failed.
+//! failed. For a tag it also shows the channel's signed statement (docs/design.md §4):
+//! whether it places this digest there, signed to the same policy — what an agent
+//! following the tag checks. The exit code stays the bundle's signatures'.
 
-use drover_proto::trust::{verify_stored, TrustError, Verification};
+use drover_proto::channel::statement::{self, Placement, Statement};
+use drover_proto::digest::is_valid_digest;
+use drover_proto::trust::{verify_stored, TrustError, TrustPolicy, Verification};
+use drover_proto::Repo;
 use serde::Serialize;
 
 use crate::output::{Report, Text};
@@ -67,6 +72,26 @@ pub struct LayerOutcome {
     pub problem: Option<String>,
 }
 
+/// The channel statement of a tag, as `verify` found it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelOutcome {
+    /// The channel (the tag).
+    pub channel: String,
+    /// Where its statement is.
+    pub statement_reference: String,
+    /// True when a statement signed to the policy places this digest (and its sequence) there.
+    pub placed: bool,
+    /// The statement, when one verified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement: Option<Statement>,
+    /// Fingerprints of the trusted keys that signed the statement.
+    pub signed_by: Vec<String>,
+    /// Why the digest is not placed (agents following the tag refuse it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
 /// What `verify` found (`-o json`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -91,6 +116,9 @@ pub struct VerifyReport {
     /// Why verification refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The channel statement, when the reference names a tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelOutcome>,
 }
 
 impl VerifyReport {
@@ -131,8 +159,38 @@ impl VerifyReport {
                 })
                 .unwrap_or_default(),
             error,
+            channel: None,
         }
     }
+}
+
+/// The channel statement of tag `lookup` for `digest`: what an agent following the tag
+/// checks. `None` for a digest or a history tag (which certifies itself).
+async fn channel(repo: &Repo, lookup: Option<&str>, digest: &str, policy: &TrustPolicy) -> anyhow::Result<Option<ChannelOutcome>> {
+    let Some(tag) = lookup.filter(|l| !is_valid_digest(l) && !statement::is_statement_tag(l) && !l.ends_with(".sig")) else { return Ok(None) };
+    let Ok(statement_tag) = statement::tag(tag) else { return Ok(None) };
+    let limits = drover_proto::repo::FetchLimits::default();
+    let Ok((bytes, _)) = repo.manifest(digest, limits.manifest).await else { return Ok(None) };
+    let Ok(head) = repo.fetch_bundle_head(bytes, digest.to_string(), &limits).await else { return Ok(None) };
+    if statement::self_certifying(tag, &head.config.environment, head.config.sequence) {
+        return Ok(None);
+    }
+    let placement = statement::read(repo, tag, policy).await?;
+    let checked = statement::check(&placement, repo, tag, digest, head.config.sequence);
+    let (statement, signed_by) = match &placement {
+        Placement::Trusted { statement, verification, .. } => {
+            (Some(statement.clone()), verification.matched.iter().map(|m| m.fingerprint.clone()).collect())
+        }
+        _ => (None, Vec::new()),
+    };
+    Ok(Some(ChannelOutcome {
+        channel: tag.to_string(),
+        statement_reference: repo.describe(&statement_tag),
+        placed: checked.is_ok(),
+        statement,
+        signed_by,
+        problem: checked.err(),
+    }))
 }
 
 impl Report for VerifyReport {
@@ -149,6 +207,19 @@ impl Report for VerifyReport {
             out.table(&["FINGERPRINT", "KEY", "RESULT", "REASON"], &rows);
         }
         out.line(format!("{} of {} required key(s) signed {}", self.matched.len(), self.threshold, self.digest));
+        if let Some(c) = &self.channel {
+            match (&c.statement, &c.problem) {
+                (Some(s), None) => out.line(format!(
+                    "channel {}: placed by {} (sequence {}, {}; signed by {})",
+                    c.channel,
+                    c.statement_reference,
+                    s.sequence,
+                    s.time,
+                    c.signed_by.iter().map(|f| &f[..12]).collect::<Vec<_>>().join(", ")
+                )),
+                (_, problem) => out.line(format!("channel {}: NOT placed, agents following it refuse it: {}", c.channel, problem.as_deref().unwrap_or(""))),
+            }
+        }
     }
 
     fn failure(&self) -> Option<String> {
@@ -170,5 +241,6 @@ pub async fn run(args: Args) -> anyhow::Result<VerifyReport> {
         }
         Err(e) => VerifyReport::new(&args.reference, &digest, args.trust.threshold, None, Some(e.to_string())),
     };
-    Ok(report)
+    let channel = if report.satisfied { channel(&repo, lookup.as_deref(), &digest, &policy).await? } else { None };
+    Ok(VerifyReport { channel, ..report })
 }

@@ -3,6 +3,9 @@
 //! with the bundle's cluster type and environment and that channel. A cluster is ready
 //! when its report
 //!
+//! 0. counts: signed by the report key the fleet roster enrolls for its cluster, within
+//!    the format's limits, not dated in the future (otherwise it is named as untrusted
+//!    and holds the gate back: it is one of the channel's clusters, of unknown health),
 //! 1. is fresh (not older than `--stale`),
 //! 2. says the candidate digest is applied,
 //! 3. says Healthy, continuously for `--soak` (its `healthSince`),
@@ -13,10 +16,10 @@
 
 use std::time::Duration;
 
-use drover_proto::report::{Report, ReportHealth};
+use drover_proto::report::ReportHealth;
 use serde::Serialize;
 
-use super::{age, human, short_digest, status::is_stale};
+use super::{age, human, short_digest, status::is_stale, Seen};
 
 /// What is being promoted (or waited for).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -106,7 +109,11 @@ impl Verdict {
 }
 
 /// Why one report is (or is not) ready for `cand` at `now`.
-fn judge(r: &Report, cand: &Candidate, rule: &Rule, now: i64) -> (bool, String) {
+fn judge(seen: &Seen, cand: &Candidate, rule: &Rule, now: i64) -> (bool, String) {
+    let r = &seen.report;
+    if let Some(why) = seen.untrusted() {
+        return (false, format!("untrusted report, not counted: {why}"));
+    }
     let stale = rule.stale.as_secs() as i64;
     if is_stale(r, now, stale) {
         let ago = age(&r.reported_at, now).map(human).unwrap_or_else(|| "an unreadable time".into());
@@ -149,13 +156,13 @@ fn object_name(f: &drover_proto::report::FailingObject) -> String {
 }
 
 /// Evaluates the gate for `cand` over `reports` at `now` (Unix seconds).
-pub fn evaluate(reports: &[Report], cand: &Candidate, rule: &Rule, now: i64) -> Verdict {
+pub fn evaluate(reports: &[Seen], cand: &Candidate, rule: &Rule, now: i64) -> Verdict {
     let mut details: Vec<ClusterVerdict> = reports
         .iter()
-        .filter(|r| r.cluster_type == cand.cluster_type && r.environment == cand.environment && r.channel == cand.channel)
-        .map(|r| {
-            let (ready, reason) = judge(r, cand, rule, now);
-            ClusterVerdict { cluster_name: r.cluster_name.clone(), ready, reason }
+        .filter(|s| s.report.cluster_type == cand.cluster_type && s.report.environment == cand.environment && s.report.channel == cand.channel)
+        .map(|s| {
+            let (ready, reason) = judge(s, cand, rule, now);
+            ClusterVerdict { cluster_name: s.report.cluster_name.clone(), ready, reason }
         })
         .collect();
     details.sort_by(|a, b| a.ready.cmp(&b.ready).then_with(|| a.cluster_name.cmp(&b.cluster_name)));
@@ -182,7 +189,8 @@ pub fn parse_percent(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drover_proto::report::{LastAttempt, SCHEMA_VERSION};
+    use drover_proto::report::roster::Standing;
+    use drover_proto::report::{LastAttempt, Report, SCHEMA_VERSION};
 
     const NOW: i64 = 1_800_000_000;
 
@@ -211,6 +219,12 @@ mod tests {
         }
     }
 
+    /// The gate over `rs`, every report trusted.
+    fn ev(rs: &[Report], cand: &Candidate, rule: &Rule, now: i64) -> Verdict {
+        let seen: Vec<Seen> = rs.iter().map(|r| Seen { report: r.clone(), standing: Standing::Trusted }).collect();
+        evaluate(&seen, cand, rule, now)
+    }
+
     fn cand() -> Candidate {
         Candidate { channel: "prod-ring0".into(), cluster_type: "edge".into(), environment: "prod".into(), digest: "sha256:d2".into(), sequence: 2 }
     }
@@ -222,33 +236,42 @@ mod tests {
     #[test]
     fn every_cluster_must_be_ready_at_100_percent() {
         let mut rs = vec![report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600), report("b", "sha256:d2", 2, ReportHealth::Healthy, 3600)];
-        assert!(evaluate(&rs, &cand(), &rule(100.0, 1, 900), NOW).passed);
+        assert!(ev(&rs, &cand(), &rule(100.0, 1, 900), NOW).passed);
         rs.push(report("c", "sha256:d1", 1, ReportHealth::Healthy, 3600));
-        let v = evaluate(&rs, &cand(), &rule(100.0, 1, 900), NOW);
+        let v = ev(&rs, &cand(), &rule(100.0, 1, 900), NOW);
         assert!(!v.passed);
         assert_eq!((v.ready, v.required, v.details[0].cluster_name.as_str()), (2, 3, "c"));
         assert!(v.details[0].reason.starts_with("behind: runs sequence 1"), "{}", v.details[0].reason);
-        assert!(evaluate(&rs, &cand(), &rule(66.0, 1, 900), NOW).passed, "2 of 3 is enough at 66%");
-        assert!(!evaluate(&rs, &cand(), &rule(66.0, 3, 900), NOW).passed, "--min-clusters 3");
+        assert!(ev(&rs, &cand(), &rule(66.0, 1, 900), NOW).passed, "2 of 3 is enough at 66%");
+        assert!(!ev(&rs, &cand(), &rule(66.0, 3, 900), NOW).passed, "--min-clusters 3");
     }
 
     #[test]
     fn soak_staleness_health_and_failures_hold_back() {
         let young = report("a", "sha256:d2", 2, ReportHealth::Healthy, 60);
-        let v = evaluate(&[young], &cand(), &rule(100.0, 1, 900), NOW);
+        let v = ev(&[young], &cand(), &rule(100.0, 1, 900), NOW);
         assert!(!v.passed && v.details[0].reason.starts_with("soaking: Healthy for 1m"), "{:?}", v.details);
         let mut old = report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600);
         old.reported_at = at(3600);
-        assert!(evaluate(&[old], &cand(), &rule(100.0, 1, 900), NOW).details[0].reason.starts_with("stale"));
+        assert!(ev(&[old], &cand(), &rule(100.0, 1, 900), NOW).details[0].reason.starts_with("stale"));
         let sick = report("a", "sha256:d2", 2, ReportHealth::Degraded, 3600);
-        assert!(evaluate(&[sick], &cand(), &rule(100.0, 1, 0), NOW).details[0].reason.starts_with("Degraded for 1h"));
+        assert!(ev(&[sick], &cand(), &rule(100.0, 1, 0), NOW).details[0].reason.starts_with("Degraded for 1h"));
         let mut failed = report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600);
         failed.last_attempt.as_mut().unwrap().result = "Failed".into();
-        assert!(evaluate(&[failed], &cand(), &rule(100.0, 1, 0), NOW).details[0].reason.starts_with("last attempt Failed"));
-        let v = evaluate(&[], &cand(), &rule(100.0, 1, 0), NOW);
+        assert!(ev(&[failed], &cand(), &rule(100.0, 1, 0), NOW).details[0].reason.starts_with("last attempt Failed"));
+        let v = ev(&[], &cand(), &rule(100.0, 1, 0), NOW);
         assert!(!v.passed && v.describe().contains("no cluster following prod-ring0 has reported"));
         let other = Report { channel: "prod-ring1".into(), ..report("z", "sha256:d2", 2, ReportHealth::Healthy, 3600) };
-        assert_eq!(evaluate(&[other], &cand(), &rule(100.0, 1, 0), NOW).clusters, 0, "another channel's clusters do not count");
+        assert_eq!(ev(&[other], &cand(), &rule(100.0, 1, 0), NOW).clusters, 0, "another channel's clusters do not count");
+    }
+
+    #[test]
+    fn an_untrusted_report_holds_the_gate_back_by_name() {
+        let forged = Seen { report: report("x", "sha256:d2", 2, ReportHealth::Healthy, 3600), standing: Standing::Untrusted("unsigned".into()) };
+        let good = Seen { report: report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600), standing: Standing::Trusted };
+        let v = evaluate(&[forged, good], &cand(), &rule(100.0, 1, 0), NOW);
+        assert!(!v.passed && v.ready == 1 && v.clusters == 2, "{v:?}");
+        assert!(v.describe().contains("edge.x: untrusted report, not counted: unsigned"), "{}", v.describe());
     }
 
     #[test]

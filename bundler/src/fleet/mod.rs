@@ -1,35 +1,70 @@
 //! The fleet as its reports show it (docs/fleet.md): reading reports from one or more
-//! reports repositories ([`load`]), the per-cluster rows and per-channel summary of
-//! `drover fleet status` ([`status`]), the health gate of `drover promote
-//! --require-healthy` and `drover fleet wait` ([`gate`]), and the page of `drover fleet
-//! view` ([`page`]).
+//! reports repositories and judging each against that repository's signed roster
+//! ([`load`]: a report counts only when its cluster is enrolled with the key that signed
+//! it), the per-cluster rows and per-channel summary of `drover fleet status`
+//! ([`status`]), the health gate of `drover promote --require-healthy` and `drover fleet
+//! wait` ([`gate`]), and the page of `drover fleet view` ([`page`]).
 
+pub mod enroll;
 pub mod gate;
 pub mod page;
 pub mod status;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
-use drover_proto::report::{self, Report, Unreadable};
+use drover_proto::report::roster::{self, Standing};
+use drover_proto::report::store::{self as report_store, Unreadable};
+use drover_proto::report::{self, Report};
+use drover_proto::trust::TrustPolicy;
 use drover_proto::{Reference, RegistryClient, Repo};
 
 /// Manifests read at once from a reports repository.
 pub const CONCURRENCY: usize = 32;
 
+/// A report as read, and whether it counts.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The report (cleaned, bounded).
+    pub report: Report,
+    /// Whether it counts (signed by its cluster's enrolled key, in time, within the limits).
+    pub standing: Standing,
+}
+
+impl Seen {
+    /// Why it does not count (`None` when it does).
+    pub fn untrusted(&self) -> Option<&str> {
+        self.standing.reason()
+    }
+}
+
 /// Reads every report from each of `sources` (`HOST/REPO`, `oci:DIR[:REPOSITORY]`,
-/// `oci-archive:FILE`). Unreadable tags are returned with the source they came from.
-pub async fn load(sources: &[String], client: &RegistryClient) -> anyhow::Result<(Vec<Report>, Vec<Unreadable>)> {
+/// `oci-archive:FILE`) and judges each against the roster of its own source, verified with
+/// `policy`. Unreadable tags are returned with the source they came from.
+pub async fn load(sources: &[String], client: &RegistryClient, policy: &TrustPolicy) -> anyhow::Result<(Vec<Seen>, Vec<Unreadable>)> {
     let mut reports = Vec::new();
     let mut unreadable = Vec::new();
+    let now = drover_proto::time::now_unix();
     for s in sources {
         let parsed = Reference::parse(s)?;
         if let Reference::Registry(r) = &parsed {
             anyhow::ensure!(r.lookup().is_none(), "{s}: give the reports repository without a tag or digest, e.g. {}", r.repository_url());
         }
         let (repo, _) = Repo::open(&parsed, client, false).with_context(|| format!("opening the reports repository {s}"))?;
-        let loaded = report::read_all(&repo, CONCURRENCY).await.with_context(|| format!("reading reports from {s}"))?;
-        reports.extend(loaded.reports);
+        let loaded = report_store::read_all(&repo, CONCURRENCY).await.with_context(|| format!("reading reports from {s}"))?;
+        // Each report is judged by the roster of its own repository: an archive opened
+        // without a name may hold several (`<repository>:<tag>` ref names).
+        let mut rosters: BTreeMap<Option<String>, roster::Held> = BTreeMap::new();
+        for r in loaded.reports {
+            let repository = r.name.rsplit_once(':').map(|(repository, _)| repository.to_string());
+            if !rosters.contains_key(&repository) {
+                let within = repository.as_deref().map(|x| repo.within(x)).unwrap_or_else(|| repo.clone());
+                let held = roster::read(&within, policy).await.with_context(|| format!("reading the fleet roster of {s}"))?;
+                rosters.insert(repository.clone(), held);
+            }
+            reports.push(Seen { standing: rosters[&repository].judge(&r, now), report: r.report });
+        }
         unreadable.extend(loaded.unreadable.into_iter().map(|u| Unreadable { name: format!("{s}: {}", u.name), ..u }));
     }
     Ok((reports, unreadable))

@@ -1,16 +1,18 @@
 //! The fleet page of `drover fleet view`: one self-contained HTML file (inline CSS, no
 //! scripts, fonts or images) for the on-call engineer. Environments are rows, cluster
 //! types columns; each cell lists its channels with the sequences they run and one dot
-//! per cluster, coloured (and marked) by health; stale clusters are hollow; a dot's
-//! tooltip and the "needs attention" list below name failing objects. The template is
-//! `page.html` (MiniJinja, HTML auto-escaping).
+//! per cluster, coloured (and marked) by health; stale clusters are hollow, untrusted
+//! reports (not counted: unsigned, not enrolled, from the future, over the limits) are
+//! crossed out; a dot's tooltip and the "needs attention" list below name failing objects
+//! and why a report is not trusted. The template is `page.html` (MiniJinja, HTML
+//! auto-escaping); every report field reaching it was bounded and cleaned by the reader.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use drover_proto::report::{Report, ReportHealth};
 use serde::Serialize;
 
-use super::{age, environment_rank, human, short_digest, status::{is_stale, order_key}};
+use super::{age, environment_rank, human, short_digest, status::{is_stale, order_key}, Seen};
 
 const TEMPLATE: &str = include_str!("page.html");
 
@@ -20,6 +22,7 @@ struct Dot {
     tag: String,
     health: String,
     stale: bool,
+    untrusted: bool,
     behind: bool,
     sequence: String,
     title: String,
@@ -57,6 +60,7 @@ struct Attention {
     channel: String,
     health: String,
     stale: bool,
+    untrusted: bool,
     summary: String,
     failing: Vec<String>,
 }
@@ -69,6 +73,7 @@ struct Totals {
     degraded: usize,
     unknown: usize,
     stale: usize,
+    untrusted: usize,
 }
 
 #[derive(Serialize)]
@@ -97,7 +102,8 @@ fn failing_lines(r: &Report) -> Vec<String> {
         .collect()
 }
 
-fn dot(r: &Report, newest: Option<u64>, now: i64, stale_secs: i64) -> Dot {
+fn dot(s: &Seen, newest: Option<u64>, now: i64, stale_secs: i64) -> Dot {
+    let r = &s.report;
     let stale = is_stale(r, now, stale_secs);
     let reported = age(&r.reported_at, now).map(|a| format!("{} ago", human(a))).unwrap_or_else(|| r.reported_at.clone());
     let mut title = format!(
@@ -115,20 +121,24 @@ fn dot(r: &Report, newest: Option<u64>, now: i64, stale_secs: i64) -> Dot {
     for line in failing_lines(r) {
         title.push_str(&format!("\n• {line}"));
     }
+    if let Some(why) = s.untrusted() {
+        title.push_str(&format!("\nUNTRUSTED, not counted: {why}"));
+    }
     Dot {
         name: r.cluster_name.clone(),
         tag: r.tag(),
         health: r.health.to_string(),
         stale,
+        untrusted: s.untrusted().is_some(),
         behind: r.applied_sequence < newest,
         sequence: seq_text(r.applied_sequence),
         title,
     }
 }
 
-fn channel(reports: &[&Report], now: i64, stale_secs: i64) -> Channel {
+fn channel(reports: &[&Seen], now: i64, stale_secs: i64) -> Channel {
     let mut at: BTreeMap<(Option<u64>, Option<String>), usize> = BTreeMap::new();
-    for r in reports {
+    for r in reports.iter().map(|s| &s.report) {
         *at.entry((r.applied_sequence, r.applied_digest.clone())).or_insert(0) += 1;
     }
     let newest = at.keys().filter_map(|(s, _)| *s).max();
@@ -142,20 +152,36 @@ fn channel(reports: &[&Report], now: i64, stale_secs: i64) -> Channel {
             newest: s.is_some() && s == newest,
         })
         .collect();
-    let healthy = reports.iter().filter(|r| r.health == ReportHealth::Healthy && !is_stale(r, now, stale_secs)).count();
-    let dots: Vec<Dot> = reports.iter().map(|r| dot(r, newest, now, stale_secs)).collect();
+    let healthy = reports
+        .iter()
+        .filter(|s| s.untrusted().is_none() && s.report.health == ReportHealth::Healthy && !is_stale(&s.report, now, stale_secs))
+        .count();
+    let dots: Vec<Dot> = reports.iter().map(|s| dot(s, newest, now, stale_secs)).collect();
     Channel {
-        name: reports[0].channel.clone(),
+        name: reports[0].report.channel.clone(),
         sequences,
-        bad: dots.iter().any(|d| d.stale || d.health == "Degraded"),
+        bad: dots.iter().any(|d| d.stale || d.untrusted || d.health == "Degraded"),
         dots,
         healthy,
         total: reports.len(),
     }
 }
 
-fn attention(r: &Report, now: i64, stale_secs: i64) -> Option<Attention> {
+fn attention(s: &Seen, now: i64, stale_secs: i64) -> Option<Attention> {
+    let r = &s.report;
     let stale = is_stale(r, now, stale_secs);
+    if let Some(why) = s.untrusted() {
+        return Some(Attention {
+            tag: r.tag(),
+            environment: r.environment.clone(),
+            channel: r.channel.clone(),
+            health: r.health.to_string(),
+            stale,
+            untrusted: true,
+            summary: format!("untrusted report, not counted: {why}"),
+            failing: Vec::new(),
+        });
+    }
     if !stale && r.health == ReportHealth::Healthy && r.last_attempt.as_ref().is_none_or(|a| matches!(a.result.as_str(), "Applied" | "Unchanged")) {
         return None;
     }
@@ -176,15 +202,17 @@ fn attention(r: &Report, now: i64, stale_secs: i64) -> Option<Attention> {
         channel: r.channel.clone(),
         health: r.health.to_string(),
         stale,
+        untrusted: false,
         summary,
         failing: failing_lines(r),
     })
 }
 
-fn totals(reports: &[Report], now: i64, stale_secs: i64) -> Totals {
+fn totals(reports: &[Seen], now: i64, stale_secs: i64) -> Totals {
     let mut t = Totals { clusters: reports.len(), ..Default::default() };
-    for r in reports {
-        match (is_stale(r, now, stale_secs), r.health) {
+    for s in reports {
+        match (is_stale(&s.report, now, stale_secs), s.report.health) {
+            _ if s.untrusted().is_some() => t.untrusted += 1,
             (true, _) => t.stale += 1,
             (false, ReportHealth::Healthy) => t.healthy += 1,
             (false, ReportHealth::Progressing) => t.progressing += 1,
@@ -196,11 +224,11 @@ fn totals(reports: &[Report], now: i64, stale_secs: i64) -> Totals {
 }
 
 /// Renders the page for `reports` read from `sources` at `now`.
-pub fn render(reports: &[Report], sources: &[String], unreadable: &[String], now: i64, stale_secs: i64) -> anyhow::Result<String> {
-    let mut sorted: Vec<&Report> = reports.iter().collect();
-    sorted.sort_by_key(|r| order_key(r));
-    let types: Vec<String> = sorted.iter().map(|r| r.cluster_type.clone()).collect::<BTreeSet<_>>().into_iter().collect();
-    let mut envs: Vec<String> = sorted.iter().map(|r| r.environment.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+pub fn render(reports: &[Seen], sources: &[String], unreadable: &[String], now: i64, stale_secs: i64) -> anyhow::Result<String> {
+    let mut sorted: Vec<&Seen> = reports.iter().collect();
+    sorted.sort_by_key(|s| order_key(&s.report));
+    let types: Vec<String> = sorted.iter().map(|s| s.report.cluster_type.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let mut envs: Vec<String> = sorted.iter().map(|s| s.report.environment.clone()).collect::<BTreeSet<_>>().into_iter().collect();
     envs.sort_by_key(|e| environment_rank(e));
     let rows = envs
         .iter()
@@ -209,11 +237,11 @@ pub fn render(reports: &[Report], sources: &[String], unreadable: &[String], now
             cells: types
                 .iter()
                 .map(|t| {
-                    let here: Vec<&Report> = sorted.iter().copied().filter(|r| &r.environment == env && &r.cluster_type == t).collect();
-                    let channels: BTreeSet<&str> = here.iter().map(|r| r.channel.as_str()).collect();
+                    let here: Vec<&Seen> = sorted.iter().copied().filter(|s| &s.report.environment == env && &s.report.cluster_type == t).collect();
+                    let channels: BTreeSet<&str> = here.iter().map(|s| s.report.channel.as_str()).collect();
                     channels
                         .into_iter()
-                        .map(|c| channel(&here.iter().copied().filter(|r| r.channel == c).collect::<Vec<_>>(), now, stale_secs))
+                        .map(|c| channel(&here.iter().copied().filter(|s| s.report.channel == c).collect::<Vec<_>>(), now, stale_secs))
                         .collect()
                 })
                 .collect(),
@@ -232,5 +260,7 @@ pub fn render(reports: &[Report], sources: &[String], unreadable: &[String], now
     let mut env = minijinja::Environment::new();
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
     env.add_template("fleet.html", TEMPLATE)?;
-    Ok(env.get_template("fleet.html")?.render(minijinja::Value::from(minijinja::value::Serde(&page)))?)
+    let html = env.get_template("fleet.html")?.render(minijinja::Value::from(minijinja::value::Serde(&page)))?;
+    // Report text is untrusted: no control character reaches the page (one rule, `clean`).
+    Ok(drover_proto::text::clean::lines(&html).into_owned())
 }

@@ -1,13 +1,16 @@
 //! `drover fleet status` as data: one row per cluster and a summary per (environment,
-//! cluster type, channel). A cluster whose report is older than `--stale` counts as stale
-//! and in no health bucket: nobody knows how it is.
+//! cluster type, channel). A report that does not count (untrusted: unsigned, not
+//! enrolled, badly signed, dated in the future, over the format's limits) is shown as
+//! such and counts in no health bucket; nor does a cluster whose report is older than
+//! `--stale` (or dated in the future): nobody knows how it is.
 
 use std::collections::BTreeMap;
 
+use drover_proto::report::roster::MAX_SKEW_SECS;
 use drover_proto::report::{Report, ReportHealth};
 use serde::Serialize;
 
-use super::{age, environment_rank};
+use super::{age, environment_rank, Seen};
 
 /// One cluster (the JSON fields of `fleet status -o json` `clusters[]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,8 +34,11 @@ pub struct ClusterRow {
     pub last_result: Option<String>,
     /// When the report was written.
     pub reported_at: String,
-    /// True when the report is older than `--stale`.
+    /// True when the report is older than `--stale` (or dated in the future).
     pub stale: bool,
+    /// Why the report does not count (absent when it does): it is shown, never counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<String>,
 }
 
 /// How many clusters of a channel are at one sequence.
@@ -69,8 +75,10 @@ pub struct SummaryRow {
     pub degraded: usize,
     /// Nothing applied yet (and not stale).
     pub unknown: usize,
-    /// Reports older than `--stale`.
+    /// Reports older than `--stale` (trusted ones).
     pub stale: usize,
+    /// Reports that do not count.
+    pub untrusted: usize,
 }
 
 /// The whole `fleet status` document.
@@ -88,18 +96,20 @@ pub fn order_key(r: &Report) -> ((usize, String), String, String, String) {
     (environment_rank(&r.environment), r.cluster_type.clone(), r.channel.clone(), r.cluster_name.clone())
 }
 
-/// True when `r` was written more than `stale_secs` before `now` (or its time is unreadable).
+/// True when `r` was written more than `stale_secs` before `now`, or is dated more than
+/// the allowed clock skew after it, or its time is unreadable: every row, every gate.
 pub fn is_stale(r: &Report, now: i64, stale_secs: i64) -> bool {
-    age(&r.reported_at, now).is_none_or(|a| a > stale_secs)
+    age(&r.reported_at, now).is_none_or(|a| a > stale_secs || a < -MAX_SKEW_SECS)
 }
 
 /// Builds the status of `reports` (only `env` when given) at `now`.
-pub fn build(reports: &[Report], env: Option<&str>, now: i64, stale_secs: i64) -> Status {
-    let mut selected: Vec<&Report> = reports.iter().filter(|r| env.is_none_or(|e| r.environment == e)).collect();
-    selected.sort_by_key(|r| order_key(r));
+pub fn build(reports: &[Seen], env: Option<&str>, now: i64, stale_secs: i64) -> Status {
+    let mut selected: Vec<&Seen> = reports.iter().filter(|s| env.is_none_or(|e| s.report.environment == e)).collect();
+    selected.sort_by_key(|s| order_key(&s.report));
     let clusters: Vec<ClusterRow> = selected
         .iter()
-        .map(|r| ClusterRow {
+        .map(|s| (&s.report, s.untrusted()))
+        .map(|(r, untrusted)| ClusterRow {
             cluster_name: r.cluster_name.clone(),
             cluster_type: r.cluster_type.clone(),
             environment: r.environment.clone(),
@@ -110,6 +120,7 @@ pub fn build(reports: &[Report], env: Option<&str>, now: i64, stale_secs: i64) -
             last_result: r.last_attempt.as_ref().map(|a| a.result.clone()),
             reported_at: r.reported_at.clone(),
             stale: is_stale(r, now, stale_secs),
+            untrusted: untrusted.map(str::to_string),
         })
         .collect();
     let mut groups: Vec<SummaryRow> = Vec::new();
@@ -127,11 +138,13 @@ pub fn build(reports: &[Report], env: Option<&str>, now: i64, stale_secs: i64) -
                 degraded: 0,
                 unknown: 0,
                 stale: 0,
+                untrusted: 0,
             });
         }
         let g = groups.last_mut().expect("a group");
         g.clusters += 1;
-        match (row.stale, row.health) {
+        match (row.untrusted.is_some() || row.stale, row.health) {
+            _ if row.untrusted.is_some() => g.untrusted += 1,
             (true, _) => g.stale += 1,
             (false, ReportHealth::Healthy) => g.healthy += 1,
             (false, ReportHealth::Progressing) => g.progressing += 1,

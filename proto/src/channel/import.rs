@@ -4,8 +4,10 @@
 //! with a policy, signed by a trusted key are kept), verifies every bundle against the
 //! policy, and checks every destination tag (history tags are immutable; a channel tag
 //! never moves to a lower sequence unless `allow_downgrade`); [`write`] then writes in the
-//! channel order: blobs, signature layers, history tags, channel tags (the first tag
-//! written stores the manifest; see [`super::write`]).
+//! channel order: blobs, signature layers, history tags and signed documents (channel
+//! statements, the fleet roster), channel tags (the first tag written stores the manifest;
+//! see [`super::write`]). Signed documents are verified like bundles; fleet reports are
+//! carried as they are (readers judge them against the roster).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -113,7 +115,7 @@ pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&Tru
     let mut decisions = Vec::with_capacity(items.len());
     let mut verified = BTreeSet::new();
     for item in &items {
-        if item.signs.is_some() {
+        if item.signs.is_some() || is_report(&item.manifest) {
             continue;
         }
         if let Some(policy) = policy {
@@ -139,6 +141,19 @@ pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&Tru
         let action = match &item.signs {
             Some(signed) if signatures.get(signed).is_none_or(Vec::is_empty) => Action::Dropped,
             Some(_) => Action::Pushed,
+            // A signed document (a channel statement, the roster) is written before the
+            // channel tags, like a history tag; it is replaced by a newer one as it is
+            // where it came from. A report is carried as it is.
+            None if is_document(&item.manifest) || is_report(&item.manifest) => {
+                if is_document(&item.manifest) {
+                    history.insert(i);
+                }
+                if existing.contains(&item.tag) && dst.resolve(&item.tag).await?.as_deref() == Some(item.digest.as_str()) {
+                    Action::Unchanged
+                } else {
+                    Action::Pushed
+                }
+            }
             None => {
                 let config = read_config(src, item).await?;
                 let is_history = parse_history_tag(&item.tag, &config.environment).is_some();
@@ -161,6 +176,16 @@ pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&Tru
         });
     }
     Ok(Checked { items, decisions, signatures, history, fresh: existing.is_empty() })
+}
+
+/// True for a fleet report (never signed: judged by its reader against the roster).
+fn is_report(m: &Manifest) -> bool {
+    m.artifact_type.as_deref() == Some(crate::media::REPORT_ARTIFACT_TYPE)
+}
+
+/// True for a signed document: a channel statement or the fleet roster.
+fn is_document(m: &Manifest) -> bool {
+    matches!(m.artifact_type.as_deref(), Some(crate::media::STATEMENT_ARTIFACT_TYPE | crate::media::ROSTER_ARTIFACT_TYPE))
 }
 
 /// The bundle config of an archive item.

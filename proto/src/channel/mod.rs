@@ -9,8 +9,12 @@
 //! - **never lower**: a channel never moves to a lower sequence, nor to another bundle with
 //!   the same sequence ([`never_lower`]); the agent's admission uses the same rule
 //!   ([`admits`]);
-//! - **write order**: blobs, signature, history tag, channel tag (the first tag written
-//!   stores the manifest), so no tag ever names an unsigned bundle ([`write`]).
+//! - **write order**: blobs, signature, history tag, channel statement, channel tag (the
+//!   first tag written stores the manifest), so no tag ever names an unsigned bundle
+//!   ([`write`]);
+//! - **placement is signed**: every channel tag a bundle is placed on with a key gets a
+//!   signed [`statement`] naming repository, channel, digest and sequence; an agent follows
+//!   a channel only with a statement for it.
 //!
 //! One file per verb, as fluxcd/pkg `ssa` has one file per verb: [`publish`] (what
 //! `drover push` and `drover publish` write), [`promote`], [`rollback`], [`import`], and
@@ -23,6 +27,7 @@ pub mod promote;
 pub mod publish;
 pub mod rollback;
 pub mod sign;
+pub mod statement;
 pub mod write;
 
 use serde::Serialize;

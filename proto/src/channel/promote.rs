@@ -3,15 +3,21 @@
 //! layers that verified are copied first and verified again in the destination before the
 //! tag moves. Never lower: a destination holding a verified bundle with a higher (or equal,
 //! different) sequence is refused, as is one holding another cluster type or environment.
+//! The placement is signed: the destination channel's statement ([`super::statement`]) is
+//! written with the promoter's key before the tag moves (also when the tag already names
+//! the bundle: that is how a channel without a statement is migrated). A source channel
+//! whose signed statement names another bundle was moved by someone else: refused.
 
 use serde::Serialize;
 
-use crate::digest::signature_tag;
+use crate::digest::{is_valid_digest, signature_tag};
+use crate::keys::PrivateKey;
 use crate::media;
 use crate::repo::{FetchLimits, Repo};
 use crate::trust::{self, sigmanifest, TrustPolicy, Verification};
 
 use super::history::{self, Head, Holding};
+use super::statement::{self, Placement};
 use super::{never_lower, write, ChannelError, Move, Position};
 
 /// What a promote did.
@@ -36,6 +42,12 @@ pub struct Promoted {
     pub matched_keys: Vec<String>,
     /// False when the destination already named this digest.
     pub changed: bool,
+    /// The destination channel's statement, signed with the promoter's key.
+    pub statement: write::Placed,
+    /// Why the source channel's placement was not checked (it has no statement that
+    /// counts: a channel not migrated yet), when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_unplaced: Option<String>,
 }
 
 /// Verifies `lookup` in `src` against `policy` and returns it (refused when it does not verify).
@@ -52,12 +64,32 @@ pub async fn verified_source(src: &Repo, lookup: &str, policy: &TrustPolicy) -> 
     }
 }
 
-/// Points `dst_tag` in `dst` at the bundle `src_lookup` names in `src`, after it verified.
-pub async fn promote(src: &Repo, src_lookup: &str, dst: &Repo, dst_tag: &str, policy: &TrustPolicy) -> Result<Promoted, ChannelError> {
+/// Checks that the source channel `lookup` of `src` places `head` there with a statement
+/// that counts. `Ok(None)`: it does; `Ok(Some(why))`: it has none that counts (a channel
+/// not migrated yet; the promote goes ahead, said so); refused when a signed statement
+/// places another bundle there (the tag was moved by someone else). A digest or a history
+/// tag of the bundle needs no statement.
+pub async fn source_placement(src: &Repo, lookup: &str, head: &Head, policy: &TrustPolicy) -> Result<Option<String>, ChannelError> {
+    if is_valid_digest(lookup) || statement::self_certifying(lookup, &head.config.environment, head.config.sequence) {
+        return Ok(None);
+    }
+    let placement = statement::read(src, lookup, policy).await?;
+    match (&placement, statement::check(&placement, src, lookup, &head.digest, head.config.sequence)) {
+        (_, Ok(_)) => Ok(None),
+        (Placement::Trusted { .. }, Err(why)) => Err(ChannelError::Refused(format!("refusing to promote from a channel moved without a statement: {why}"))),
+        (_, Err(why)) => Ok(Some(why)),
+    }
+}
+
+/// Points `dst_tag` in `dst` at the bundle `src_lookup` names in `src`, after it verified,
+/// with the destination channel's statement signed by `key`.
+pub async fn promote(src: &Repo, src_lookup: &str, dst: &Repo, dst_tag: &str, policy: &TrustPolicy, key: &PrivateKey) -> Result<Promoted, ChannelError> {
     if dst_tag.ends_with(".sig") {
         return Err(ChannelError::InvalidTag(format!("destination tag {dst_tag} is reserved for signatures")));
     }
+    statement::tag(dst_tag)?;
     let head = verified_source(src, src_lookup, policy).await?;
+    let source_unplaced = source_placement(src, src_lookup, &head, policy).await?;
     let dst_name = dst.describe(dst_tag);
     let holding = history::read(dst, dst_tag, Some(policy)).await?;
     let untrusted_previous = match &holding {
@@ -91,6 +123,7 @@ pub async fn promote(src: &Repo, src_lookup: &str, dst: &Repo, dst_tag: &str, po
             return Err(ChannelError::Unverified { what: format!("the copy in {dst_name}"), source: e });
         }
     }
+    let placed = write::place(dst, dst_tag, &head.digest, head.config.sequence, key).await?;
     if step == Move::Forward {
         write::tag(dst, &head.manifest_bytes, &[dst_tag]).await?;
     }
@@ -103,6 +136,8 @@ pub async fn promote(src: &Repo, src_lookup: &str, dst: &Repo, dst_tag: &str, po
         signatures_copied,
         matched_keys: head.verification.iter().flat_map(|v| v.matched.iter().map(|m| m.fingerprint.clone())).collect(),
         changed: step == Move::Forward,
+        statement: placed,
+        source_unplaced,
     })
 }
 

@@ -82,6 +82,9 @@ pub struct Published {
     /// The signature made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signature: Option<SignatureInfo>,
+    /// The channel statement signed (with a key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement: Option<write::Placed>,
 }
 
 /// Publishes `req.objects` into `req.channel`.
@@ -137,7 +140,7 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
     }
     never_lower(&channel_name, current.as_ref(), &Position { digest: bundle.digest.clone(), sequence })?;
     let channels: Vec<&str> = if history.as_deref() == Some(req.channel) { vec![] } else { vec![req.channel] };
-    let signature = write::write_bundle_checked(repo, &bundle, req.key, history.as_deref(), &channels, fresh).await?;
+    let (signature, placed) = write::write_bundle_checked(repo, &bundle, req.key, history.as_deref(), &channels, fresh).await?;
     Ok(Published {
         digest: bundle.digest.clone(),
         sequence,
@@ -147,6 +150,7 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
         replaced: current,
         untrusted_previous,
         signature,
+        statement: placed.into_iter().next(),
     })
 }
 
@@ -177,5 +181,6 @@ fn left_alone(digest: &str, sequence: u64, objects: usize) -> Published {
         replaced: None,
         untrusted_previous: None,
         signature: None,
+        statement: None,
     }
 }

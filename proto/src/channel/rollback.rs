@@ -40,6 +40,8 @@ pub struct RolledBack {
     pub objects: usize,
     /// The signature made.
     pub signature: SignatureInfo,
+    /// The channel statement signed.
+    pub statement: Option<write::Placed>,
 }
 
 /// Re-publishes the content of `to` (a digest or tag in `repo`) into `channel`, signed with
@@ -107,9 +109,8 @@ pub async fn rollback(
     let bundle = assemble(&objects, &meta);
     never_lower(&repo.describe(channel), current.as_ref(), &Position { digest: bundle.digest.clone(), sequence })?;
     let history = history_tag(&env, sequence)?;
-    let signature = write::write_bundle(repo, &bundle, Some(key), Some(&history), &[channel])
-        .await?
-        .expect("a key was given");
+    let (signature, placed) = write::write_bundle(repo, &bundle, Some(key), Some(&history), &[channel]).await?;
+    let signature = signature.expect("a key was given");
     Ok(RolledBack {
         digest: bundle.digest.clone(),
         sequence,
@@ -119,5 +120,6 @@ pub async fn rollback(
         replaced: current,
         objects: objects.len(),
         signature,
+        statement: placed.into_iter().next(),
     })
 }

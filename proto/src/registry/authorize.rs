@@ -244,7 +244,7 @@ impl Authorizer {
         }
         let body = super::request::read_body(res, MAX_TOKEN_ANSWER, &what, fetch.diag.ca_file, fetch.diag.timeout).await?;
         if status != 200 {
-            let text = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
+            let text = crate::text::clean::bounded(String::from_utf8_lossy(&body[..body.len().min(512)]).trim(), 300);
             return Err(StoreError::Transport { what, message: format!("token service answered HTTP {status}: {text}") });
         }
         let doc: serde_json::Value =

@@ -82,7 +82,7 @@ fn tls_message(e: &rustls::Error, ctx: &Context<'_>) -> String {
 pub(crate) fn plain_http_to_https(host: &str, body: &str) -> String {
     format!(
         "{host} answered HTTP 400 to a plain HTTP request{}: it speaks HTTPS; run without --plain-http (with --ca-file if its CA is private)",
-        if body.trim().is_empty() { String::new() } else { format!(" ({})", body.trim()) }
+        if body.trim().is_empty() { String::new() } else { format!(" ({})", crate::text::clean::bounded(body.trim(), 300)) }
     )
 }
 

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::authorize::{Authorizer, Scheme, Scope, TokenFetch};
 use super::diagnose;
 use crate::error::StoreError;
+use crate::text::clean;
 
 /// The slowest transfer rate a blob body is allowed before its deadline passes: the
 /// deadline of a body is the registry timeout plus its size at this rate.
@@ -189,12 +190,14 @@ impl Engine {
             if body.contains("HTTPS") || call.method == Method::HEAD {
                 return Err(transport(call.what, diagnose::plain_http_to_https(&host, &body)));
             }
-            return Err(transport(call.what, format!("registry answered HTTP 400: {body}")));
+            return Err(transport(call.what, format!("registry answered HTTP 400: {}", clean::bounded(body.trim(), 300))));
         }
         Ok(res)
     }
 
-    /// Reads at most `limit` bytes of an error body as text (best effort, bounded).
+    /// Reads at most `limit` bytes of an error body as text (best effort, bounded). The
+    /// body is the registry's (untrusted): callers clean what they show of it
+    /// ([`crate::text::clean`]).
     pub async fn text(&self, res: Response, limit: usize) -> Option<String> {
         let data = read_capped(res, limit as u64, "error body", self).await.ok()?;
         Some(String::from_utf8_lossy(&data).into_owned())
@@ -207,7 +210,9 @@ impl Engine {
         let detail = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| v["errors"][0]["message"].as_str().map(str::to_string))
-            .unwrap_or_else(|| body.trim().chars().take(300).collect());
+            .unwrap_or_else(|| body.trim().to_string());
+        // The registry's words, untrusted: one clean line of at most 300 characters.
+        let detail = clean::bounded(&detail, 300);
         let message = if detail.is_empty() { format!("registry answered HTTP {status}") } else { format!("registry answered HTTP {status}: {detail}") };
         transport(what, message)
     }

@@ -72,6 +72,11 @@ impl Fx {
 
     /// Like [`Fx::push`] for another cluster type.
     pub fn push_for(&self, cluster_type: &str, objects: &[(&str, String)], seq: u64, key: Option<&str>, extra: &[&str]) -> String {
+        self.push_at(&self.tag_ref, cluster_type, objects, seq, key, extra)
+    }
+
+    /// Like [`Fx::push_for`] to another channel `reference`.
+    pub fn push_at(&self, reference: &str, cluster_type: &str, objects: &[(&str, String)], seq: u64, key: Option<&str>, extra: &[&str]) -> String {
         let dir = self.p(&format!("in-{seq}-{}", objects.len()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -80,7 +85,7 @@ impl Fx {
         }
         let seq_s = seq.to_string();
         let mut args = vec![
-            "-o", "json", "push", dir.to_str().unwrap(), &self.tag_ref, "--plain-http", "--sequence", &seq_s,
+            "-o", "json", "push", dir.to_str().unwrap(), reference, "--plain-http", "--sequence", &seq_s,
             "--cluster-type", cluster_type, "--environment", "prod",
         ];
         let key_path;
@@ -98,6 +103,15 @@ impl Fx {
     pub fn sign(&self, digest: &str, key: &str) {
         let r = format!("{}/fleet/edge@{digest}", self.reg.addr);
         run_ok("drover", &["sign", &r, "--key", &self.key(key), "--plain-http"], ENV);
+    }
+
+    /// Places `digest` (signed with `key`) on the polled channel with `key`'s signed
+    /// statement: `drover promote REPO@digest TAG --key` (the channel tag may already name
+    /// it, e.g. after an attacker's skopeo copy: only the statement is written then).
+    pub fn place(&self, digest: &str, key: &str) {
+        let r = format!("{}/fleet/edge@{digest}", self.reg.addr);
+        let tag = self.tag_ref.rsplit(':').next().unwrap().to_string();
+        run_ok("drover", &["promote", &r, &tag, "--key", &self.key(key), "--trust-key", &self.pubkey(key), "--plain-http"], ENV);
     }
 
     /// The common `run` flags (trusting k1, expecting edge/prod, dir target).

@@ -158,16 +158,17 @@ impl World {
         v.push(("drover", vec!["pull", &edge, "--out", &pull_n, "--plain-http"], 0));
         v.push(("drover", vec!["diff", &in41, &in41], 0));
         v.push(("drover", vec!["diff", &prod41, &edge, "--plain-http"], 1));
-        v.push(("drover", vec!["promote", &edge, "prod-ring0", "--trust-key", &pubkey, "--plain-http"], 0));
+        v.push(("drover", vec!["promote", &edge, "prod-ring0", "--key", &key, "--trust-key", &pubkey, "--plain-http"], 0));
         v.push(("drover", vec!["rollback", &rb, "--to", "prod-41", "--key", &key, "--plain-http"], 0));
         v.push(("drover", vec!["export", &edge, "--out", &export_n, "--plain-http"], 0));
         v.push(("drover", vec!["import", &export, "--to", &imported, "--trust-key", &pubkey, "--plain-http"], 0));
-        v.push(("drover", vec!["fleet", "status", "--registry", &fleet, "--plain-http"], 0));
-        v.push(("drover", vec!["fleet", "view", "--registry", &fleet, "--out", &view_n, "--plain-http"], 0));
-        v.push(("drover", vec!["fleet", "wait", &edge, "--timeout", "1s", "--interval", "1s", "--plain-http"], 0));
+        v.push(("drover", vec!["fleet", "enroll", "--registry", &fleet, "--key", &key, "--all-pending", "--plain-http"], 0));
+        v.push(("drover", vec!["fleet", "status", "--registry", &fleet, "--trust-key", &pubkey, "--plain-http"], 0));
+        v.push(("drover", vec!["fleet", "view", "--registry", &fleet, "--trust-key", &pubkey, "--out", &view_n, "--plain-http"], 0));
+        v.push(("drover", vec!["fleet", "wait", &edge, "--trust-key", &pubkey, "--timeout", "1s", "--interval", "1s", "--plain-http"], 0));
         // Refusals that still print a report: the gate holds (the soak is not over).
-        v.push(("drover", vec!["fleet", "wait", &edge, "--soak", "1h", "--timeout", "1s", "--interval", "1s", "--plain-http"], 1));
-        v.push(("drover", vec!["promote", &edge, "prod-ring9", "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "1h", "--plain-http"], 1));
+        v.push(("drover", vec!["fleet", "wait", &edge, "--trust-key", &pubkey, "--soak", "1h", "--timeout", "1s", "--interval", "1s", "--plain-http"], 1));
+        v.push(("drover", vec!["promote", &edge, "prod-ring9", "--key", &key, "--trust-key", &pubkey, "--require-healthy", "100%", "--soak", "1h", "--plain-http"], 1));
         let (target, reason) = (format!("dir:{}", self.s("state-target")), "a test hold");
         v.push(("drover-agent", vec!["hold", "--state-dir", &state, "--reason", reason], 0));
         v.push(("drover-agent", vec!["release", "--state-dir", &state], 0));

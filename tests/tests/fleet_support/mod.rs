@@ -20,8 +20,9 @@ pub const ENV: &[(&str, &str)] = &[("DROVER_KEY_PASSWORD", "")];
 pub enum Target<'a> {
     /// `dir:` in the fleet's scratch directory.
     Dir,
-    /// `kube` with this kubeconfig.
-    Kube(&'a Path),
+    /// `kube` with this kubeconfig; the agent's namespace (`POD_NAMESPACE`, where the
+    /// cluster's report key Secret lives): one the bundle creates.
+    Kube(&'a Path, &'a str),
 }
 
 /// A fleet: a registry address, a key pair, a scratch directory.
@@ -84,7 +85,7 @@ impl Fleet {
         let pubkey = self.pubkey();
         let (target_arg, kubeconfig) = match target {
             Target::Dir => (format!("dir:{}", self.dir.join(format!("agents/{name}/out")).display()), None),
-            Target::Kube(k) => ("kube".to_string(), Some(k.display().to_string())),
+            Target::Kube(k, ns) => ("kube".to_string(), Some((k.display().to_string(), ns.to_string()))),
         };
         let mut args = vec![
             "run", "--once", "--source", &source, "--plain-http", "--trust-key", &pubkey, "--expect-cluster-type", cluster_type,
@@ -93,9 +94,8 @@ impl Fleet {
         ];
         args.extend_from_slice(extra);
         // A kube agent names its namespace as a pod does (POD_NAMESPACE): with it unset and
-        // no drover-system the agent refuses to start (kube_state tests that); the fleet
-        // tests are about reports, not about where the floor is kept.
-        let envs: Vec<(&str, &str)> = kubeconfig.as_deref().map(|k| vec![("KUBECONFIG", k), ("POD_NAMESPACE", "drover-system")]).unwrap_or_default();
+        // no drover-system the agent refuses to start (kube_state tests that).
+        let envs: Vec<(&str, &str)> = kubeconfig.as_ref().map(|(k, ns)| vec![("KUBECONFIG", k.as_str()), ("POD_NAMESPACE", ns.as_str())]).unwrap_or_default();
         run("drover-agent", &args, &envs)
     }
 
@@ -118,11 +118,24 @@ impl Fleet {
         run("drover", &a, ENV)
     }
 
-    /// `drover -o json fleet status --registry REG/fleet`.
+    /// `drover -o json fleet status --registry REG/fleet --trust-key PUB`.
     pub fn status(&self) -> Value {
         let prefix = format!("{}/fleet", self.reg);
-        let out = self.drover(&["-o", "json", "fleet", "status", "--registry", &prefix]);
+        let out = self.drover(&["-o", "json", "fleet", "status", "--registry", &prefix, "--trust-key", &self.pubkey()]);
         assert_eq!(out.code, 0, "fleet status: {}", out.stderr);
+        out.json()
+    }
+
+    /// `drover -o json fleet enroll --registry REG/fleet --key KEY` with `selection`
+    /// (`--all-pending`, `--cluster TYPE.NAME`, ...); asserts exit 0.
+    pub fn enroll(&self, selection: &[&str]) -> Value {
+        let prefix = format!("{}/fleet", self.reg);
+        let mut a = vec!["-o", "json", "fleet", "enroll", "--registry", &prefix];
+        let key = self.key();
+        a.extend_from_slice(&["--key", &key]);
+        a.extend_from_slice(selection);
+        let out = self.drover(&a);
+        assert_eq!(out.code, 0, "fleet enroll: {}", out.stderr);
         out.json()
     }
 
@@ -157,15 +170,40 @@ impl Fleet {
     }
 }
 
+impl Fleet {
+    /// Rewrites cluster `name`'s last report with `change` applied, signed with that
+    /// cluster's own report key (from its agent's state directory): what the cluster
+    /// itself could have written (e.g. a report from hours ago). Written with curl.
+    pub fn rewrite_own_report(&self, cluster_type: &str, name: &str, change: impl FnOnce(&mut Value)) {
+        let tag = format!("{cluster_type}.{name}");
+        let (_, mut report) = self.raw_report(&tag);
+        change(&mut report);
+        let pem = std::fs::read(self.state_dir(name).join("report-key.pem")).expect("the agent's report key");
+        let key = drover_proto::keys::PrivateKey::from_pem(&pem, "", "report-key.pem").unwrap();
+        let body = serde_json::to_vec(&report).unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let annotations = serde_json::json!({
+            "dev.drover.report.key": b64.encode(key.public_key().spki_der()),
+            "dev.drover.report.signature": b64.encode(key.sign(&body).unwrap()),
+        });
+        let tag = format!("{cluster_type}.{}", report["clusterName"].as_str().unwrap());
+        curl_report_bytes(&self.reg, "fleet/drover-reports", &tag, &body, annotations);
+    }
+}
+
 /// Writes a report document into `repo` under `tag` with curl (raw HTTP, no drover):
-/// config blob, then an OCI manifest with the report artifact type.
+/// config blob, then an OCI manifest with the report artifact type (unsigned).
 pub fn curl_report(reg: &str, repo: &str, tag: &str, report: &Value) {
+    curl_report_bytes(reg, repo, tag, &serde_json::to_vec(report).unwrap(), serde_json::json!({}));
+}
+
+/// [`curl_report`] of the document `body`, with manifest `annotations`.
+pub fn curl_report_bytes(reg: &str, repo: &str, tag: &str, body: &[u8], annotations: Value) {
     use sha2::Digest;
-    let body = serde_json::to_vec(report).unwrap();
-    let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&body)));
+    let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(body)));
     let tmp = tempfile::tempdir().unwrap();
     let blob = tmp.path().join("blob");
-    std::fs::write(&blob, &body).unwrap();
+    std::fs::write(&blob, body).unwrap();
     let head = Command::new("curl")
         .args(["-sS", "-D", "-", "-o", "/dev/null", "-X", "POST", &format!("http://{reg}/v2/{repo}/blobs/uploads/")])
         .output()
@@ -190,8 +228,10 @@ pub fn curl_report(reg: &str, repo: &str, tag: &str, report: &Value) {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "artifactType": "application/vnd.drover.report.v1",
-        "config": {"mediaType": "application/vnd.drover.report.v1+json", "digest": digest, "size": body.len()},
-        "layers": []
+        "config": {"mediaType": "application/vnd.drover.report.v1+json", "digest": digest, "size": body.len(),
+                   "data": base64::engine::general_purpose::STANDARD.encode(body)},
+        "layers": [],
+        "annotations": annotations
     });
     let mfile = tmp.path().join("manifest");
     std::fs::write(&mfile, serde_json::to_vec(&manifest).unwrap()).unwrap();

@@ -17,6 +17,7 @@ pub mod contents;
 pub mod discovery;
 pub mod dryrun;
 pub mod events;
+pub mod identity;
 pub mod list;
 pub mod owner;
 pub mod prune;
@@ -83,6 +84,10 @@ impl Target for KubeTarget {
 
     fn read_hold<'a>(&'a self, source: &'a str) -> BoxFuture<'a, Result<Option<TargetHold>, TargetError>> {
         Box::pin(state::read_hold(self, source))
+    }
+
+    fn report_key<'a>(&'a self, generated: &'a [u8]) -> BoxFuture<'a, Result<Option<Vec<u8>>, TargetError>> {
+        Box::pin(async move { identity::report_key(self, generated).await.map(Some) })
     }
 
     fn plan_apply<'a>(&'a self, req: &'a ApplyRequest) -> BoxFuture<'a, Result<Vec<ObjectPlan>, TargetError>> {

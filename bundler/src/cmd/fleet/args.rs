@@ -1,18 +1,24 @@
-//! Flags shared by the fleet commands and `drover promote`: where the reports are
-//! ([`ReportsArgs`]) and the health gate ([`GateArgs`], with [`gate`], the one place
-//! promote and wait turn a channel and a bundle into a verdict).
+//! Flags shared by the fleet commands and `drover promote`: where the reports are and the
+//! release key(s) that sign the fleet roster they are judged by ([`ReportsArgs`]), and the
+//! health gate ([`GateArgs`], with [`gate`], the one place promote and wait turn a channel
+//! and a bundle into a verdict).
 
 use drover_proto::config::BundleConfig;
 use drover_proto::report::default_repository;
+use drover_proto::trust::TrustPolicy;
 use drover_proto::{Reference, RegistryClient};
 
 use crate::fleet::gate::{self, Candidate, Rule, Verdict};
 use crate::fleet::{load, parse_duration};
 use crate::output::UsageError;
 
-/// `--registry PREFIX`, `--reports REF`, `--stale`: the reports to read.
+/// `--registry PREFIX`, `--reports REF`, `--stale`, `--trust-key`: the reports to read and
+/// the keys their roster must be signed with.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReportsArgs {
+    /// The release key(s) the fleet roster is signed with (a report counts only when its cluster is enrolled there).
+    #[command(flatten)]
+    pub trust: crate::trustargs::TrustArgs,
     /// Publish prefix, as for `drover publish --registry`: reads PREFIX/drover-reports. Repeatable.
     #[arg(long = "registry", value_name = "PREFIX")]
     pub prefixes: Vec<String>,
@@ -105,11 +111,25 @@ pub fn channel_of(source: &str, lookup: &str) -> anyhow::Result<String> {
     Ok(lookup.rsplit(':').next().unwrap_or(lookup).to_string())
 }
 
-/// Evaluates the gate for the bundle `digest` (with `config`) that channel `channel` of
-/// `source` holds, reading the reports repository of `args`.
-pub async fn gate(args: &GateArgs, rule: &Rule, source: &str, channel: &str, digest: &str, config: &BundleConfig, client: &RegistryClient) -> anyhow::Result<Verdict> {
+/// What the gate judges: the bundle `digest` (with `config`) that channel `channel` of
+/// `source` holds.
+pub struct Judged<'a> {
+    /// The source reference as given.
+    pub source: &'a str,
+    /// Its channel tag.
+    pub channel: &'a str,
+    /// The bundle's digest.
+    pub digest: &'a str,
+    /// The bundle's signed config.
+    pub config: &'a BundleConfig,
+}
+
+/// Evaluates the gate for `what`, reading the reports repository of `args` and judging its
+/// reports against its roster, verified with `policy`.
+pub async fn gate(args: &GateArgs, rule: &Rule, what: Judged<'_>, policy: &TrustPolicy, client: &RegistryClient) -> anyhow::Result<Verdict> {
+    let Judged { source, channel, digest, config } = what;
     let repo = args.reports_for(source)?;
-    let (reports, unreadable) = load(std::slice::from_ref(&repo), client).await?;
+    let (reports, unreadable) = load(std::slice::from_ref(&repo), client, policy).await?;
     for u in unreadable {
         crate::output::warn(format_args!("skipped {}: {}", u.name, u.reason));
     }

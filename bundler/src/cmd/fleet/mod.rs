@@ -3,6 +3,7 @@
 //! flags, call it and return a report; `crate::cli` prints it.
 
 pub mod args;
+pub mod enroll;
 pub mod status;
 pub mod view;
 pub mod wait;
@@ -24,4 +25,6 @@ pub enum FleetCommand {
     Wait(wait::Args),
     /// Write the fleet page: one self-contained HTML file.
     View(view::Args),
+    /// Approve clusters' report keys into the signed fleet roster (or list those pending).
+    Enroll(enroll::Args),
 }

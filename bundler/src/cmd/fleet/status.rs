@@ -27,7 +27,8 @@ pub async fn status(args: &Args) -> anyhow::Result<Status> {
     let sources = args.reports.sources()?;
     let stale = args.reports.stale_secs()?;
     let client = args.registry.client_for(&sources)?;
-    let (reports, unreadable) = load(&sources, &client).await?;
+    let policy = args.reports.trust.policy()?;
+    let (reports, unreadable) = load(&sources, &client, &policy).await?;
     for u in unreadable {
         warn(format_args!("skipped {}: {}", u.name, u.reason));
     }
@@ -58,9 +59,17 @@ fn write_text(st: &Status, out: &mut Text) {
                 c.channel.clone(),
                 opt(c.applied_sequence.map(|s| s.to_string())),
                 opt(c.applied_digest.as_deref().map(short_digest)),
-                if c.stale { format!("{} (STALE)", c.health) } else { c.health.to_string() },
+                match (&c.untrusted, c.stale) {
+                    (Some(_), _) => format!("{} (UNTRUSTED)", c.health),
+                    (None, true) => format!("{} (STALE)", c.health),
+                    (None, false) => c.health.to_string(),
+                },
                 opt(c.last_result.clone()),
-                age(&c.reported_at, now).map(|a| format!("{} ago", human(a))).unwrap_or_else(|| c.reported_at.clone()),
+                match age(&c.reported_at, now) {
+                    Some(a) if a < 0 => format!("{} (in the future)", c.reported_at),
+                    Some(a) => format!("{} ago", human(a)),
+                    None => c.reported_at.clone(),
+                },
             ]
         })
         .collect();
@@ -81,8 +90,19 @@ fn write_text(st: &Status, out: &mut Text) {
                 s.progressing.to_string(),
                 s.degraded.to_string(),
                 s.stale.to_string(),
+                s.untrusted.to_string(),
             ]
         })
         .collect();
-    out.table(&["ENV", "TYPE", "CHANNEL", "CLUSTERS", "SEQUENCE×CLUSTERS", "HEALTHY", "PROGRESSING", "DEGRADED", "STALE"], &rows);
+    out.table(&["ENV", "TYPE", "CHANNEL", "CLUSTERS", "SEQUENCE×CLUSTERS", "HEALTHY", "PROGRESSING", "DEGRADED", "STALE", "UNTRUSTED"], &rows);
+    let untrusted: Vec<Vec<String>> = st
+        .clusters
+        .iter()
+        .filter_map(|c| c.untrusted.as_ref().map(|why| vec![format!("{}.{}", c.cluster_type, c.cluster_name), why.clone()]))
+        .collect();
+    if !untrusted.is_empty() {
+        out.line("");
+        out.line("Untrusted reports (shown, never counted):");
+        out.table(&["CLUSTER", "WHY"], &untrusted);
+    }
 }

@@ -43,7 +43,8 @@ pub async fn view(args: &Args) -> anyhow::Result<Written> {
     let sources = args.reports.sources()?;
     let stale = args.reports.stale_secs()?;
     let client = args.registry.client_for(&sources)?;
-    let (reports, unreadable) = load(&sources, &client).await?;
+    let policy = args.reports.trust.policy()?;
+    let (reports, unreadable) = load(&sources, &client, &policy).await?;
     let skipped: Vec<String> = unreadable.iter().map(|u| format!("{}: {}", u.name, u.reason)).collect();
     for s in &skipped {
         warn(format_args!("skipped {s}"));

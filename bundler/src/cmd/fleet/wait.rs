@@ -7,7 +7,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use drover_proto::repo::FetchLimits;
+use drover_proto::channel::promote::verified_source;
+use drover_proto::trust::TrustPolicy;
 
 use crate::fleet::gate::Verdict;
 use crate::fleet::{human, parse_duration, short_digest};
@@ -17,7 +18,7 @@ use crate::output::{note, Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::open_reference;
 
-use super::args::{channel_of, gate, GateArgs};
+use super::args::{channel_of, gate, GateArgs, Judged};
 
 /// Arguments of `drover fleet wait`.
 #[derive(Debug, clap::Args)]
@@ -27,6 +28,10 @@ pub struct Args {
     /// The gate (--require-healthy defaults to 100% here).
     #[command(flatten)]
     pub gate: GateArgs,
+    /// The release key(s): the channel's bundle must verify with them, and the fleet roster
+    /// the reports are judged by must be signed with them.
+    #[command(flatten)]
+    pub trust: crate::trustargs::TrustArgs,
     /// Give up after this long (exit 1).
     #[arg(long, value_name = "DURATION", default_value = "30m")]
     pub timeout: String,
@@ -39,25 +44,26 @@ pub struct Args {
 }
 
 /// One look at the channel and its reports.
-async fn round(args: &Args, rule: &crate::fleet::gate::Rule, client: &drover_proto::RegistryClient) -> anyhow::Result<Verdict> {
+async fn round(args: &Args, rule: &crate::fleet::gate::Rule, policy: &TrustPolicy, client: &drover_proto::RegistryClient) -> anyhow::Result<Verdict> {
     let (repo, lookup, _) = open_reference(&args.channel, client, false)?;
     let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no channel tag (add :CHANNEL)", args.channel))?;
     let channel = channel_of(&args.channel, &lookup)?;
-    let (bytes, digest) = repo.manifest(&lookup, FetchLimits::default().manifest).await.with_context(|| format!("reading {}", args.channel))?;
-    let head = repo.fetch_bundle_head(bytes, digest.clone(), &FetchLimits::default()).await.with_context(|| format!("reading {}", args.channel))?;
-    gate(&args.gate, rule, &args.channel, &channel, &digest, &head.config, client).await
+    let head = verified_source(&repo, &lookup, policy).await.with_context(|| format!("reading {}", args.channel))?;
+    let what = Judged { source: &args.channel, channel: &channel, digest: &head.digest, config: &head.config };
+    gate(&args.gate, rule, what, policy, client).await
 }
 
 /// Waits for the gate; the last verdict, passed or not.
 pub async fn wait(args: &Args) -> anyhow::Result<Verdict> {
     let rule = args.gate.rule(Some(100.0))?.expect("a default percentage");
+    let policy = args.trust.policy()?;
     let timeout = parse_duration("--timeout", &args.timeout)?;
     let interval = parse_duration("--interval", &args.interval)?.max(Duration::from_millis(200));
     let client = args.registry.client_for(&[&args.channel])?;
     let started = Instant::now();
     let mut last = String::new();
     loop {
-        let v = round(args, &rule, &client).await?;
+        let v = round(args, &rule, &policy, &client).await?;
         if v.passed || started.elapsed() + interval > timeout {
             return Ok(v);
         }

@@ -4,26 +4,31 @@
 //! - **Document**: [`Report`], JSON, camelCase, schemaVersion 1. Identity, what is applied,
 //!   health and since when, the last attempt, object counts, the first failing objects.
 //!   No object content, no secrets ([`MAX_FAILING`], [`MAX_MESSAGE`] bound it).
-//! - **Artifact**: an OCI image manifest with `artifactType`
+//! - **Artifact** ([`store`]): an OCI image manifest with `artifactType`
 //!   [`media::REPORT_ARTIFACT_TYPE`], config = the report ([`media::REPORT_CONFIG`]), no
 //!   layers. The config descriptor also embeds the report (`data`, OCI 1.1), so a reader
 //!   needs one request per cluster; the blob is pushed too (registries check it exists).
+//!   Signed by the cluster's own report key (two manifest annotations).
+//! - **Limits** ([`limits`]): the reader refuses or cuts what no agent writes, and cleans
+//!   every text field.
+//! - **Roster** ([`roster`]): the enrolled clusters' report keys, signed by the release
+//!   key; a report counts only when its cluster is enrolled with the key that signed it,
+//!   and its times are not in the future ([`roster::Roster::judge`]).
 //! - **Tag**: `<cluster-type>.<cluster-name>` ([`report_tag`]); cluster types cannot hold
 //!   a `.`, so the tag names one cluster.
 //! - **Repository**: `<parent of the source repository>/drover-reports` on the source's
 //!   registry unless configured ([`default_repository`]).
 
+pub mod limits;
+pub mod roster;
+pub mod store;
+
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::digest::{sha256_digest, verify_digest};
-use crate::error::StoreError;
-use crate::media;
 use crate::object::ObjectRef;
 use crate::reference::RegistryRef;
-use crate::repo::Repo;
 
 /// The report schema version this code writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -33,6 +38,9 @@ pub const REPORTS_REPOSITORY: &str = "drover-reports";
 pub const MAX_FAILING: usize = 10;
 /// Messages (per object, and the attempt's reason) are cut to this many characters.
 pub const MAX_MESSAGE: usize = 300;
+/// The fleet roster's tag in a reports repository (no `.`: never a report's tag; see
+/// [`roster`]).
+pub const ROSTER_TAG: &str = "drover-roster";
 /// Largest report (and report manifest) read or written.
 pub const MAX_REPORT_BYTES: u64 = 64 << 10;
 
@@ -193,7 +201,8 @@ impl Report {
         serde_json::to_vec(self).expect("report serializes")
     }
 
-    /// Parses and checks a report document: schema version, names, size.
+    /// Parses and checks a report document: size, schema version, identity, digests and
+    /// times ([`limits`]); a reader of untrusted reports uses [`Report::read_bounded`].
     pub fn from_slice(data: &[u8]) -> Result<Self, String> {
         if data.len() as u64 > MAX_REPORT_BYTES {
             return Err(format!("the report is {} bytes, over the limit of {MAX_REPORT_BYTES}", data.len()));
@@ -202,12 +211,7 @@ impl Report {
         if r.schema_version != SCHEMA_VERSION {
             return Err(format!("schemaVersion {} is not {SCHEMA_VERSION} (written by a newer agent?)", r.schema_version));
         }
-        check_cluster_type(&r.cluster_type)?;
-        check_cluster_name(&r.cluster_name)?;
-        crate::time::parse_rfc3339(&r.reported_at).map_err(|e| format!("reportedAt {:?}: {e}", r.reported_at))?;
-        if let Some(s) = &r.health_since {
-            crate::time::parse_rfc3339(s).map_err(|e| format!("healthSince {s:?}: {e}"))?;
-        }
+        r.check_fields()?;
         Ok(r)
     }
 }
@@ -265,200 +269,32 @@ pub fn prefix_repository(prefix: &str) -> Result<RegistryRef, String> {
     RegistryRef::parse(&format!("{prefix}/{REPORTS_REPOSITORY}")).map_err(|e| format!("--registry {prefix}: {e}"))
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ConfigDescriptor {
-    media_type: String,
-    digest: String,
-    size: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    data: Option<String>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReportManifest {
-    schema_version: u32,
-    #[serde(default)]
-    media_type: Option<String>,
-    #[serde(default)]
-    artifact_type: Option<String>,
-    config: ConfigDescriptor,
-    #[serde(default)]
-    layers: Vec<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    annotations: BTreeMap<String, String>,
-}
-
-/// The manifest bytes for a report document (`config` = the report bytes).
-pub fn manifest_for(config: &[u8], reported_at: &str) -> Vec<u8> {
-    let m = ReportManifest {
-        schema_version: 2,
-        media_type: Some(media::OCI_MANIFEST.into()),
-        artifact_type: Some(media::REPORT_ARTIFACT_TYPE.into()),
-        config: ConfigDescriptor {
-            media_type: media::REPORT_CONFIG.into(),
-            digest: sha256_digest(config),
-            size: config.len() as u64,
-            data: Some(base64::engine::general_purpose::STANDARD.encode(config)),
-        },
-        layers: Vec::new(),
-        annotations: BTreeMap::from([(media::ANN_CREATED.to_string(), reported_at.to_string())]),
-    };
-    serde_json::to_vec(&m).expect("manifest serializes")
-}
-
-/// Writes a report into `repo` under its tag: the config blob, then the manifest (on a
-/// registry three requests: the config is new on every write, `reportedAt`, so nobody
-/// asks whether it is there). Returns the manifest digest.
-pub async fn push(repo: &Repo, report: &Report) -> Result<String, StoreError> {
-    let config = report.to_bytes();
-    if config.len() as u64 > MAX_REPORT_BYTES {
-        return Err(StoreError::TooLarge { what: format!("report {}", report.tag()), size: config.len() as u64, limit: MAX_REPORT_BYTES });
+/// A report as an agent writes it, for the unit tests of this module's parts.
+#[cfg(test)]
+pub(crate) fn sample() -> Report {
+    Report {
+        schema_version: SCHEMA_VERSION,
+        cluster_name: "aks-weu-01".into(),
+        cluster_type: "edge".into(),
+        environment: "prod".into(),
+        channel: "prod-ring0".into(),
+        applied_digest: Some(format!("sha256:{}", "a".repeat(64))),
+        applied_sequence: Some(7),
+        health: ReportHealth::Healthy,
+        health_since: Some("2026-01-02T03:04:05Z".into()),
+        last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: None, at: "2026-01-02T03:04:05Z".into() }),
+        objects: BTreeMap::from([("created".into(), 3)]),
+        failing: vec![],
+        held: None,
+        drifted_objects: None,
+        agent_version: "0.1.0".into(),
+        reported_at: "2026-01-02T03:09:05Z".into(),
     }
-    let manifest = manifest_for(&config, &report.reported_at);
-    repo.put_new_blob(&sha256_digest(&config), config).await?;
-    repo.put_manifest(manifest, media::OCI_MANIFEST, Some(&report.tag())).await
-}
-
-/// Is this manifest a report? `Ok(None)`: another artifact (a bundle, a signature).
-/// `Ok(Some(report))` from the embedded data when it is there (digest-checked), else
-/// from the config blob.
-async fn decode(repo: &Repo, bytes: &[u8]) -> Result<Option<Report>, String> {
-    let m: ReportManifest = match serde_json::from_slice(bytes) {
-        Ok(m) => m,
-        Err(_) => return Ok(None),
-    };
-    if m.artifact_type.as_deref() != Some(media::REPORT_ARTIFACT_TYPE) && m.config.media_type != media::REPORT_CONFIG {
-        return Ok(None);
-    }
-    if m.config.media_type != media::REPORT_CONFIG {
-        return Err(format!("config media type {:?}, expected {:?}", m.config.media_type, media::REPORT_CONFIG));
-    }
-    if m.config.size > MAX_REPORT_BYTES {
-        return Err(format!("the report is {} bytes, over the limit of {MAX_REPORT_BYTES}", m.config.size));
-    }
-    let embedded = m.config.data.as_deref().and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok());
-    let data = match embedded.filter(|d| verify_digest(d, &m.config.digest).is_ok()) {
-        Some(d) => d,
-        None => repo.blob(&m.config.digest, MAX_REPORT_BYTES).await.map_err(|e| e.to_string())?,
-    };
-    Report::from_slice(&data).map(Some)
-}
-
-/// A tag in a reports repository that holds something unusable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Unreadable {
-    /// Where: the tag or the layout ref name.
-    pub name: String,
-    /// Why it was skipped.
-    pub reason: String,
-}
-
-/// Everything a reports repository holds.
-#[derive(Debug, Clone, Default)]
-pub struct Loaded {
-    /// The reports, in tag order.
-    pub reports: Vec<Report>,
-    /// Tags that were skipped, and why.
-    pub unreadable: Vec<Unreadable>,
-}
-
-/// Reads one cluster's report by tag (`Ok(None)`: there is none).
-pub async fn read(repo: &Repo, tag: &str) -> Result<Option<Report>, StoreError> {
-    let bytes = match repo.manifest(tag, MAX_REPORT_BYTES).await {
-        Ok((b, _)) => b,
-        Err(StoreError::NotFound(_)) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    decode(repo, &bytes).await.map_err(|e| StoreError::Malformed(format!("{}: {e}", repo.describe(tag))))
-}
-
-/// The (name, lookup) of every manifest in `repo` that may be a report: on a registry
-/// every tag but signatures; in a layout or archive every ref name under the
-/// repository's prefix (all of them for an archive opened without a name, e.g. what
-/// `drover export` wrote), skipping entries whose artifact type says they are not reports.
-async fn candidates(repo: &Repo) -> Result<Vec<(String, String)>, StoreError> {
-    let mut out: Vec<(String, String)> = match repo {
-        Repo::Registry { .. } => repo.tags().await?.into_iter().filter(|t| !t.ends_with(".sig")).map(|t| (t.clone(), t)).collect(),
-        Repo::Layout { layout, prefix, .. } => layout
-            .index()?
-            .manifests
-            .into_iter()
-            .filter(|d| d.artifact_type.as_deref().is_none_or(|t| t == media::REPORT_ARTIFACT_TYPE))
-            .filter_map(|d| {
-                let name = d.annotations.get(media::ANN_REF_NAME)?.strip_prefix(prefix.as_str())?.to_string();
-                (!name.ends_with(".sig")).then_some((name, d.digest))
-            })
-            .collect(),
-    };
-    out.sort();
-    Ok(out)
-}
-
-/// Reads every report in `repo`, `concurrency` manifests at a time. Manifests that are
-/// not reports (bundles, signatures) are ignored; broken reports, and reports whose tag
-/// is not `<clusterType>.<clusterName>` of their own content, are listed in
-/// [`Loaded::unreadable`].
-pub async fn read_all(repo: &Repo, concurrency: usize) -> Result<Loaded, StoreError> {
-    use futures::StreamExt;
-    let names = candidates(repo).await?;
-    let mut results: Vec<(String, Result<Option<Report>, String>)> =
-        futures::stream::iter(names.into_iter().map(|(name, lookup)| async move {
-            let r = match repo.manifest(&lookup, MAX_REPORT_BYTES).await {
-                Ok((bytes, _)) => decode(repo, &bytes).await,
-                Err(StoreError::NotFound(_)) => Ok(None),
-                Err(e) => Err(e.to_string()),
-            };
-            (name, r)
-        }))
-        // Unordered: one slow answer must not hold back the requests behind it.
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
-    results.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut out = Loaded::default();
-    for (name, r) in results {
-        // A layout ref name may be `<repository>:<tag>`: the tag is after the last ':'.
-        let tag = name.rsplit(':').next().unwrap_or(&name);
-        match r {
-            Ok(None) => {}
-            Ok(Some(report)) if report.tag() == tag => out.reports.push(report),
-            Ok(Some(report)) => out.unreadable.push(Unreadable {
-                reason: format!("holds the report of {}; a report counts only under its own tag", report.tag()),
-                name,
-            }),
-            Err(reason) => out.unreadable.push(Unreadable { name, reason }),
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> Report {
-        Report {
-            schema_version: SCHEMA_VERSION,
-            cluster_name: "aks-weu-01".into(),
-            cluster_type: "edge".into(),
-            environment: "prod".into(),
-            channel: "prod-ring0".into(),
-            applied_digest: Some(format!("sha256:{}", "a".repeat(64))),
-            applied_sequence: Some(7),
-            health: ReportHealth::Healthy,
-            health_since: Some("2026-01-02T03:04:05Z".into()),
-            last_attempt: Some(LastAttempt { result: "Applied".into(), reason: String::new(), digest: None, at: "2026-01-02T03:04:05Z".into() }),
-            objects: BTreeMap::from([("created".into(), 3)]),
-            failing: vec![],
-            held: None,
-            drifted_objects: None,
-            agent_version: "0.1.0".into(),
-            reported_at: "2026-01-02T03:09:05Z".into(),
-        }
-    }
 
     #[test]
     fn round_trip_and_fingerprint() {
