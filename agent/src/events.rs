@@ -100,7 +100,7 @@ fn named(objects: &[String]) -> String {
 /// notes repeat messages from registries and API servers — and cut to [`NOTE_LIMIT`]
 /// bytes at a character boundary, ending in `…` when cut.
 pub fn bounded(note: &str) -> String {
-    let clean: String = note.chars().filter(|c| *c == '\n' || !c.is_control()).collect();
+    let clean = drover_proto::text::clean::lines(note).into_owned();
     if clean.len() <= NOTE_LIMIT {
         return clean;
     }

@@ -6,7 +6,7 @@
 /// `drover_verification_failures_total`, exported at 0 from the start so that an alert on
 /// `increase(...)` sees the first refusal).
 pub const REJECT_REASONS: &[&str] =
-    &["unsigned", "signature", "tampered", "policy", "sequence", "rollback", "cluster_type", "environment", "fetch", "content"];
+    &["unsigned", "signature", "tampered", "policy", "sequence", "rollback", "cluster_type", "environment", "fetch", "content", "channel"];
 
 /// Why a stage stopped the pipeline.
 #[derive(Debug, Clone)]

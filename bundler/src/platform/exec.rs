@@ -238,21 +238,17 @@ fn read_tail(mut r: impl Read) -> Vec<u8> {
 }
 
 /// The last `n` non-empty lines of `bytes` as text a terminal shows safely: invalid UTF-8
-/// replaced, control characters (escape sequences, carriage returns, bells) removed, tabs
-/// as spaces, each line at most [`STDERR_LINE_CHARS`] characters. Renderer output is
+/// replaced, tabs as spaces, each line cleaned by the one rule for untrusted text
+/// (`drover_proto::text::clean::bounded`: control characters shown as escapes, never
+/// sent; no line that starts a CI runner's command) and at most [`STDERR_LINE_CHARS`]
+/// characters. Renderer output is
 /// text from a tool the platform team chose, not from a registry, but a tool's colours
 /// and progress bars must not reach a CI log as escape sequences.
 pub fn tail_lines(bytes: &[u8], n: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
     let cleaned: Vec<String> = text
         .split('\n')
-        .map(|l| {
-            let mut s: String = l.chars().map(|c| if c == '\t' { ' ' } else { c }).filter(|c| !c.is_control()).collect();
-            if s.chars().count() > STDERR_LINE_CHARS {
-                s = s.chars().take(STDERR_LINE_CHARS).collect::<String>() + "…";
-            }
-            s.trim_end().to_string()
-        })
+        .map(|l| drover_proto::text::clean::bounded(l.replace('\t', " ").trim_end(), STDERR_LINE_CHARS))
         .filter(|l| !l.is_empty())
         .collect();
     cleaned[cleaned.len().saturating_sub(n)..].join("\n")
@@ -339,7 +335,8 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.starts_with("exited with status 3"), "{msg}");
         assert!(msg.contains("line 30") && !msg.contains("line 10\n"), "{msg}");
-        assert!(msg.contains("[31mred[0m") && !msg.contains('\u{1b}') && !msg.contains('\r'), "{msg}");
+        // Cleaned by the one rule (proto text::clean): escapes shown, never sent.
+        assert!(msg.contains("\\u{1b}[31mred") && !msg.contains('\u{1b}') && !msg.contains('\r'), "{msg}");
         assert_eq!(e.stderr().lines().count(), STDERR_LINES);
     }
 

@@ -80,7 +80,7 @@ fn terminating(v: &Value, since: &str) -> String {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .map(|f| f.chars().filter(|c| !c.is_control()).take(100).collect())
+        .map(|f| drover_proto::text::clean::bounded(f, 100))
         .collect();
     let age = since
         .parse::<jiff::Timestamp>()
@@ -88,7 +88,7 @@ fn terminating(v: &Value, since: &str) -> String {
         .map(|t| std::time::Duration::from_secs(jiff::Timestamp::now().duration_since(t).as_secs().max(0) as u64))
         .map(|d| humantime::format_duration(d).to_string())
         .unwrap_or_else(|| "?".into());
-    let since: String = since.chars().filter(|c| !c.is_control()).take(40).collect();
+    let since = drover_proto::text::clean::bounded(since, 40);
     format!("Terminating for {age} (since {since}), held by finalizers [{}]", finalizers.join(", "))
 }
 
