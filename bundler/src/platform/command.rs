@@ -102,7 +102,8 @@ impl CommandRenderer {
     }
 
     /// Runs `versionCommand` (when given) in `dir`: its output trimmed to one line of at
-    /// most [`MAX_VERSION_CHARS`] characters, control characters removed.
+    /// most [`MAX_VERSION_CHARS`] characters, control characters shown as escapes (the one
+    /// rule for untrusted text, `drover_proto::text::clean`).
     pub fn version(&self, dir: &Path, workload: &str, namespace: &str) -> Result<Option<String>, String> {
         if self.version_command.is_empty() {
             return Ok(None);
@@ -161,6 +162,6 @@ mod tests {
             timeout: Duration::from_secs(10),
             version_command: vec!["sh".into(), "-c".into(), "printf 'v1.2.3\\n\\033[1mbuild\\033[0m 7\\n'".into()],
         };
-        assert_eq!(r.version(Path::new("/"), "w", "ns").unwrap().as_deref(), Some("v1.2.3 [1mbuild[0m 7"));
+        assert_eq!(r.version(Path::new("/"), "w", "ns").unwrap().as_deref(), Some("v1.2.3 \\u{1b}[1mbuild\\u{1b}[0m 7"), "controls shown as escapes (proto text::clean)");
     }
 }
