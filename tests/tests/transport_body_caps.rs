@@ -54,7 +54,12 @@ fn an_endless_token_answer_keeps_the_agent_under_64_mib() {
 /// `drover fleet status` on `srv`'s reports repository, under a 256 MiB data cap.
 fn fleet_status(srv: &ScriptedServer) -> drover_tests::Out {
     let reports = format!("{}/fleet/drover-reports", srv.addr);
-    let args = ["fleet", "status", "--reports", &reports, "--plain-http"];
+    // fleet status judges reports against a roster signed by a trusted key (issue 26).
+    let keys = tempfile::tempdir().unwrap();
+    let out = drover_tests::run("drover", &["keygen", "--out-dir", keys.path().to_str().unwrap()], &[("DROVER_KEY_PASSWORD", "")]);
+    assert_eq!(out.code, 0, "keygen: {}", out.stderr);
+    let key = keys.path().join("drover.pub");
+    let args = ["fleet", "status", "--reports", &reports, "--plain-http", "--trust-key", key.to_str().unwrap()];
     run_capped(256 * MIB, Duration::from_secs(180), "drover", &args, &[]).unwrap_or_else(|e| panic!("{e}")).0
 }
 
