@@ -209,9 +209,10 @@ fn merge_map(rule: &mut dyn Rule, path: &mut Path, l: Option<&Map<String, Value>
 /// Keyed and set lists, item order as structured-merge-diff v4.4.1 builds it: the
 /// applied order for items both sides hold, live-only items kept where they were.
 fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], elem: &Arc<Type>, kind: &ListKind) -> Option<Value> {
-    // Path elements in order, and each item by its element (None when duplicated: a
-    // duplicate is not merged with anything).
-    fn index<'a>(items: &'a [Value], elem: &Type, kind: &ListKind) -> (Vec<Pe>, Vec<(Pe, Option<&'a Value>)>) {
+    // Path elements in order with their items, and each item by its element (None when
+    // duplicated: a duplicate is not merged with anything).
+    type Indexed<'a> = (Vec<(Pe, &'a Value)>, Vec<(Pe, Option<&'a Value>)>);
+    fn index<'a>(items: &'a [Value], elem: &Type, kind: &ListKind) -> Indexed<'a> {
         let mut pes = Vec::with_capacity(items.len());
         let mut seen: Vec<(Pe, Option<&Value>)> = Vec::with_capacity(items.len());
         for item in items {
@@ -220,7 +221,7 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
                 Some(slot) => slot.1 = None,
                 None => seen.push((pe.clone(), Some(item))),
             }
-            pes.push(pe);
+            pes.push((pe, item));
         }
         (pes, seen)
     }
@@ -229,7 +230,7 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
     }
     let (rpes, robs) = index(r, elem, kind);
     let (lpes, lobs) = index(l, elem, kind);
-    let mut shared: std::collections::VecDeque<&Pe> = rpes.iter().filter(|p| get(&lobs, p).is_some()).collect();
+    let mut shared: std::collections::VecDeque<&Pe> = rpes.iter().map(|(p, _)| p).filter(|p| get(&lobs, p).is_some()).collect();
     let mut next_shared = shared.pop_front();
     let mut merged_rhs: Vec<&Pe> = Vec::new();
     let mut out = Vec::new();
@@ -243,8 +244,8 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
     let (mut li, mut ri) = (0, 0);
     while li < lpes.len() || ri < rpes.len() {
         if li < lpes.len() && ri < rpes.len() {
-            let pe = &lpes[li];
-            if *pe == rpes[ri] {
+            let pe = &lpes[li].0;
+            if *pe == rpes[ri].0 {
                 merged_rhs.push(pe);
                 item(rule, path, pe, get(&lobs, pe).flatten(), get(&robs, pe).flatten(), &mut out);
                 li += 1;
@@ -258,10 +259,9 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
             }
         }
         if li < lpes.len() {
-            let pe = &lpes[li];
+            let (pe, lc) = &lpes[li];
             if get(&robs, pe).is_none() {
-                let lc = l_item(l, elem, kind, li);
-                item(rule, path, pe, Some(&lc), None, &mut out);
+                item(rule, path, pe, Some(lc), None, &mut out);
                 li += 1;
                 continue;
             } else if merged_rhs.contains(&pe) {
@@ -269,7 +269,7 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
             }
         }
         if ri < rpes.len() {
-            let pe = &rpes[ri];
+            let pe = &rpes[ri].0;
             merged_rhs.push(pe);
             item(rule, path, pe, get(&lobs, pe).flatten(), get(&robs, pe).flatten(), &mut out);
             ri += 1;
@@ -279,11 +279,6 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
         }
     }
     (!out.is_empty()).then_some(Value::Array(out))
-}
-
-/// The `li`-th item of `l` that has a path element (items without one were skipped).
-fn l_item(l: &[Value], elem: &Type, kind: &ListKind, li: usize) -> Value {
-    l.iter().filter(|i| item_pe(elem, kind, i).is_some()).nth(li).cloned().unwrap_or(Value::Null)
 }
 
 /// `value` without the items and fields `set` names (structured-merge-diff's

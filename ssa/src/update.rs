@@ -91,7 +91,8 @@ pub fn update(live: &Value, new: &Value, scope: Scope, managers: &mut Managers, 
     }
 }
 
-/// An apply of `config` by `manager` onto `live`: the new object, or the conflicts.
+/// An apply of `config` by `manager` onto `live`: the new object, or the conflicts (then
+/// `managers` already holds the applier's new set: discard it, as the server does).
 pub fn apply(live: &Value, config: &Value, scope: Scope, managers: &mut Managers, manager: &str, force: bool) -> Result<Value, Vec<Conflict>> {
     let Scope { ty, ignored, version } = scope;
     let merged = typed::merge(live, config, ty);
@@ -103,9 +104,7 @@ pub fn apply(live: &Value, config: &Value, scope: Scope, managers: &mut Managers
         Some(last) if !last.set.difference(&managers[manager].set).is_empty() => prune(&merged, managers, &last.set, ty),
         _ => merged,
     };
-    let mut trial = managers.clone();
-    update_inner(live, &pruned, ty, ignored, &mut trial, manager, force)?;
-    *managers = trial;
+    update_inner(live, &pruned, ty, ignored, managers, manager, force)?;
     Ok(pruned)
 }
 

@@ -63,8 +63,7 @@ impl State {
         Ok(())
     }
 
-    fn write<'a>(res: &'a ResourceInfo, opts: &'a WriteOpts, now: &'a str, api_version: &'a str) -> ssa::Write<'a> {
-        let _ = res;
+    fn write<'a>(opts: &'a WriteOpts, now: &'a str, api_version: &'a str) -> ssa::Write<'a> {
         ssa::Write { manager: &opts.manager, api_version, subresource: opts.subresource.as_deref(), now }
     }
 
@@ -83,7 +82,7 @@ impl State {
             obj["metadata"]["managedFields"] = m;
         }
         let (now, av) = (now_rfc3339(), res.api_version());
-        let stored = ssa::update(&self.schema(res), None, &obj, &Self::write(res, opts, &now, &av)).map_err(write_error)?;
+        let stored = ssa::update(&self.schema(res), None, &obj, &Self::write(opts, &now, &av)).map_err(write_error)?;
         validate::object(res, &name, &stored)?;
         Ok(self.commit(res, stored, "ADDED", opts))
     }
@@ -98,7 +97,7 @@ impl State {
             None => {
                 keep_identity(res, live, &mut new);
                 let (now, av) = (now_rfc3339(), res.api_version());
-                ssa::update(&self.schema(res), Some(live), &new, &Self::write(res, opts, &now, &av)).map_err(write_error)?
+                ssa::update(&self.schema(res), Some(live), &new, &Self::write(opts, &now, &av)).map_err(write_error)?
             }
         };
         keep_identity(res, live, &mut new);
@@ -193,7 +192,7 @@ impl State {
         }
         self.check_identity(res, ns, Some(name), &body)?;
         let (now, av) = (now_rfc3339(), res.api_version());
-        let w = Self::write(res, opts, &now, &av);
+        let w = Self::write(opts, &now, &av);
         let schema = self.schema(res);
         let typed_err = |e: WriteError| match e {
             WriteError::Unknown(m) => ApiError::bad_request(format!("failed to create typed patch object ({}, Kind={}) {name}: {m}", res.api_version(), res.kind)),

@@ -66,17 +66,9 @@ impl Live {
         let owner = owner_of(live, &req.source);
         let unchanged = owner == Owner::This && compare::unchanged(schema, body, live, &req.field_manager);
         let resource_version = live.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let terminating = compare::terminating(live).then(|| terminating_message(live));
+        let terminating = super::wait::terminating(live).map(|m| format!("{m}: not applied; recreated once it is gone"));
         let fold = (!matches!(owner, Owner::Other(_))).then(|| fold_adopted(live, &req.field_manager)).flatten();
         Live { resource_version, owner, unchanged, terminating, fold }
-    }
-}
-
-/// `Terminating for 5m (since T), held by finalizers [a, b]: not applied; ...`.
-fn terminating_message(live: &Value) -> String {
-    match super::wait::check_object("", "", live) {
-        super::wait::Check::Pending(m) => format!("{m}: not applied; recreated once it is gone"),
-        _ => "Terminating: not applied".into(),
     }
 }
 
@@ -142,7 +134,7 @@ async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, reso
         }
     }
     let futs = wanted.into_iter().map(|(key, (res, objects))| {
-        let schema = schemas.get(&(key.0.clone(), key.1.clone())).cloned().unwrap_or_else(drover_ssa::Schema::deduced);
+        let schema = schemas::of(schemas, &key.0, &key.1);
         list_one(t, req, key, res, objects, schema)
     });
     stream::iter(futs).buffer_unordered(t.opts.concurrency.max(1)).collect().await
@@ -264,7 +256,7 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         Some(live) => Some(live),
         None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
             Ok(o) => o.and_then(|o| serde_json::to_value(o).ok()).map(|o| {
-                let schema = schemas.get(&(id.api_version.clone(), id.kind.clone())).cloned().unwrap_or_else(drover_ssa::Schema::deduced);
+                let schema = schemas::of(schemas, &id.api_version, &id.kind);
                 Live::read(&o, &body, &schema, req)
             }),
             Err(f) => return fail(format!("reading before apply: {f}")),

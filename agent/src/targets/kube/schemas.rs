@@ -17,6 +17,11 @@ use crate::targets::{ApplyRequest, OrderGroup};
 /// Schema per (apiVersion, kind).
 pub(super) type Schemas = HashMap<(String, String), Schema>;
 
+/// The schema of (`api_version`, `kind`) in `schemas`, deduced when it has none.
+pub(super) fn of(schemas: &Schemas, api_version: &str, kind: &str) -> Schema {
+    schemas.get(&(api_version.to_string(), kind.to_string())).cloned().unwrap_or_else(Schema::deduced)
+}
+
 /// The schemas of the kinds of `group`.
 pub(super) async fn for_group(
     t: &KubeTarget,

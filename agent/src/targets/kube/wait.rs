@@ -58,9 +58,9 @@ fn observed(v: &Value) -> Option<Check> {
 
 /// Evaluates one object (as returned by the server).
 pub fn check_object(group: &str, kind: &str, v: &Value) -> Check {
-    if let Some(since) = v.pointer("/metadata/deletionTimestamp").and_then(Value::as_str) {
+    if let Some(m) = terminating(v) {
         // Being deleted: not what the bundle wants; recreated once its finalizers let go.
-        return Check::Pending(terminating(v, since));
+        return Check::Pending(m);
     }
     match (group, kind) {
         ("apps", "Deployment") => deployment(v),
@@ -72,8 +72,13 @@ pub fn check_object(group: &str, kind: &str, v: &Value) -> Check {
     }
 }
 
-/// `Terminating for 5m 3s (since T), held by finalizers [a, b]`.
-fn terminating(v: &Value, since: &str) -> String {
+/// `Terminating for 5m 3s (since T), held by finalizers [a, b]` for an object being
+/// deleted ([`super::compare::terminating`]); None otherwise.
+pub fn terminating(v: &Value) -> Option<String> {
+    if !super::compare::terminating(v) {
+        return None;
+    }
+    let since = v.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).unwrap_or("?");
     let finalizers: Vec<String> = v
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
@@ -89,7 +94,7 @@ fn terminating(v: &Value, since: &str) -> String {
         .map(|d| humantime::format_duration(d).to_string())
         .unwrap_or_else(|| "?".into());
     let since = drover_proto::text::clean::bounded(since, 40);
-    format!("Terminating for {age} (since {since}), held by finalizers [{}]", finalizers.join(", "))
+    Some(format!("Terminating for {age} (since {since}), held by finalizers [{}]", finalizers.join(", ")))
 }
 
 fn deployment(v: &Value) -> Check {
