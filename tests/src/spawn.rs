@@ -28,8 +28,22 @@ pub fn run_capped(data: u64, limit: Duration, name: &str, args: &[&str], env: &[
 /// `ru_maxrss`, from `wait4` on that one process): a limit that holds shows as a small peak,
 /// a missing one as a peak near the cap (the allocation that fails may be one the program
 /// survives).
-#[allow(clippy::zombie_processes)] // reaped by wait4, which also gives its rusage
 pub fn run_measured(data: u64, limit: Duration, name: &str, args: &[&str]) -> Result<(Out, u64), String> {
+    run_measured_env(data, limit, name, args, &[]).map(|(out, usage)| (out, usage.peak))
+}
+
+/// What [`run_measured_env`] measured of the one process.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// Peak resident memory, bytes (`ru_maxrss`).
+    pub peak: u64,
+    /// CPU time, user plus system.
+    pub cpu: Duration,
+}
+
+/// [`run_measured`] with environment variables, also returning the CPU time it used.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which also gives its rusage
+pub fn run_measured_env(data: u64, limit: Duration, name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(Out, Usage), String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let (out_p, err_p) = (dir.path().join("stdout"), dir.path().join("stderr"));
     let child = Command::new("prlimit")
@@ -37,6 +51,7 @@ pub fn run_measured(data: u64, limit: Duration, name: &str, args: &[&str]) -> Re
         .arg("--")
         .arg(bin(name))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_p).unwrap())
         .stderr(std::fs::File::create(&err_p).unwrap())
@@ -53,7 +68,9 @@ pub fn run_measured(data: u64, limit: Duration, name: &str, args: &[&str]) -> Re
         let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
         if r == pid {
             let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
-            return Ok((Out { code, stdout: read(&out_p), stderr: read(&err_p) }, usage.ru_maxrss as u64 * 1024));
+            let time = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+            let usage = Usage { peak: usage.ru_maxrss as u64 * 1024, cpu: time(usage.ru_utime) + time(usage.ru_stime) };
+            return Ok((Out { code, stdout: read(&out_p), stderr: read(&err_p) }, usage));
         }
         if start.elapsed() > limit {
             // SAFETY: signals and reaps our own child.

@@ -82,8 +82,11 @@ impl FakeApiServer {
         let thread = std::thread::Builder::new()
             .name("fake-apiserver".into())
             .spawn(move || {
+                // Objects nest up to 10,000 levels, as on a real server: cloning, dropping
+                // and writing such a value recurses that deep (reserved, not resident).
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
+                    .thread_stack_size(256 << 20)
                     .enable_all()
                     .build()
                     .expect("tokio runtime");

@@ -115,16 +115,16 @@ impl KubeTarget {
             .map_err(|f| TargetError::Unavailable(format!("Kubernetes API at {}: {f}", self.cluster)))
     }
 
-    /// The live object as JSON; `Ok(None)` when it (or its kind) does not exist.
+    /// The live object as JSON (without `metadata.managedFields`, read within bounds:
+    /// [`super::read`]); `Ok(None)` when it (or its kind) does not exist.
     pub(super) async fn get_value(&self, id: &ObjectRef) -> Result<Option<Value>, String> {
         let res = match self.resolver.resolve(&id.api_version, &id.kind).await {
             Ok(r) => r,
             Err(ResolveError::Unknown(_)) => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
-        let api = res.api(&self.client, id.namespace.as_deref());
-        match with_retry(&self.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null))),
+        match super::read::get(self, &res, id.namespace.as_deref(), &id.name).await {
+            Ok(o) => Ok(o.map(|o| o.object)),
             Err(f) => Err(f.message),
         }
     }

@@ -1,0 +1,103 @@
+//! The objects drover manages, read and written without the kube client's decoder: the
+//! response text is read by [`drover_ssa::live`] (any depth an API server stores, the
+//! managed fields read once into compact sets) on a blocking thread ([`off_thread`]), so
+//! neither a hostile object nor a large one holds up the thread that serves `/healthz`,
+//! and a response that cannot be read is an error naming the object, never a log line
+//! quoting it (the kube client logs the whole body at WARN when its decoder fails: a
+//! Secret's data with it).
+
+use kube::api::{DeleteParams, DynamicObject, GetParams, Patch, PatchParams};
+use kube::core::Request;
+use kube::Resource;
+use serde_json::Value;
+
+use super::cluster::KubeTarget;
+use super::discovery::Resolved;
+use super::retry::{with_retry, ApiFailure};
+use drover_ssa::live::Live;
+
+/// The request builder for objects of `res` in `namespace`.
+fn requests(res: &Resolved, namespace: Option<&str>) -> Request {
+    let ns = if res.namespaced { namespace } else { None };
+    Request::new(DynamicObject::url_path(&res.resource, ns))
+}
+
+/// GET of one object: its text, `None` when it does not exist.
+pub async fn get_text(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str) -> Result<Option<String>, ApiFailure> {
+    let r = requests(res, namespace);
+    let call = || {
+        let req = r.get(name, &GetParams::default()).map_err(kube::Error::BuildRequest);
+        async move { t.client.request_text(req?).await }
+    };
+    match with_retry(&t.opts.retry, call).await {
+        Ok(text) => Ok(Some(text)),
+        Err(f) if f.not_found() => Ok(None),
+        Err(f) => Err(f),
+    }
+}
+
+/// GET of one object, read ([`Live::parse`], off the async thread); `None` when it does
+/// not exist.
+pub async fn get(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str) -> Result<Option<Live>, ApiFailure> {
+    match get_text(t, res, namespace, name).await? {
+        Some(text) => parse(text).await.map(Some).map_err(unreadable),
+        None => Ok(None),
+    }
+}
+
+/// A PATCH; the response's `metadata.resourceVersion` (the object itself is not kept).
+pub async fn patch<P: serde::Serialize + std::fmt::Debug>(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &PatchParams, patch: &Patch<P>) -> Result<String, ApiFailure> {
+    let r = requests(res, namespace);
+    let call = || {
+        let req = r.patch(name, params, patch).map_err(kube::Error::BuildRequest);
+        async move { t.client.request_text(req?).await }
+    };
+    let text = with_retry(&t.opts.retry, call).await?;
+    let live = parse(text).await.map_err(unreadable)?;
+    Ok(live.resource_version().to_string())
+}
+
+/// A PATCH whose response is read whole ([`Live::parse`]): a dry run's answer.
+pub async fn patch_read<P: serde::Serialize + std::fmt::Debug>(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &PatchParams, patch: &Patch<P>) -> Result<Live, ApiFailure> {
+    let r = requests(res, namespace);
+    let call = || {
+        let req = r.patch(name, params, patch).map_err(kube::Error::BuildRequest);
+        async move { t.client.request_text(req?).await }
+    };
+    let text = with_retry(&t.opts.retry, call).await?;
+    parse(text).await.map_err(unreadable)
+}
+
+/// A DELETE (the response, the object or a Status, is not read).
+pub async fn delete(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &DeleteParams) -> Result<(), ApiFailure> {
+    let r = requests(res, namespace);
+    let call = || {
+        let req = r.delete(name, params).map_err(kube::Error::BuildRequest);
+        async move { t.client.request_text(req?).await }
+    };
+    with_retry(&t.opts.retry, call).await.map(|_| ())
+}
+
+/// Reads `text` on a blocking thread (a 1.5 MiB object takes milliseconds, a deep one
+/// a stack that grows).
+pub async fn parse(text: String) -> Result<Live, String> {
+    off_thread(move || Live::parse(&text)).await
+}
+
+/// Runs `f` on tokio's blocking pool and waits for it: CPU work on one object (reading,
+/// comparing) never runs on the thread that serves `/healthz` and the other tasks.
+pub async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+fn unreadable(why: String) -> ApiFailure {
+    ApiFailure { code: 0, message: format!("the API server's answer cannot be read: {why}"), transient: false, retry_after: None }
+}
+
+/// `live`'s metadata as the typed form the ownership rule reads.
+pub fn meta(live: &Value) -> kube::api::ObjectMeta {
+    live.get("metadata").cloned().and_then(|m| serde_json::from_value(m).ok()).unwrap_or_default()
+}

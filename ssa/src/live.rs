@@ -1,0 +1,555 @@
+//! A live object as an API server returns it, read within bounds: what the compare
+//! ([`crate::verdict`]) works on.
+//!
+//! An API server stores what its JSON decoder accepts: nesting up to 10,000 levels, in
+//! `metadata.managedFields[].fieldsV1` as anywhere else, 10,000 managers or 100,000
+//! fields in an entry, up to ~1.5 MiB. Reading such an object must neither overflow the
+//! stack nor cost many times its size, and one hostile entry must not make the object
+//! unreadable:
+//! - the text is decoded without serde_json's recursion limit, on a stack that grows
+//!   onto the heap as it nests ([`serde_stacker`]);
+//! - `managedFields` never becomes a [`Value`] tree: each entry is read straight into an
+//!   [`Entry`] (a compact [`crate::fieldpath::Set`]), once; an entry that cannot be read
+//!   makes [`Live::entries`] an error naming it, the rest of the object is still read;
+//! - the rest of the object is kept down to [`MAX_DEPTH`] levels; a value nested deeper
+//!   is left out and [`Live::incomplete`] says where (the compare then cannot decide, and
+//!   says so, instead of the walks over values recursing 10,000 deep).
+//!
+//! Errors never quote the text: a Secret's data must not reach a log.
+
+use crate::fieldpath::{Pe, Set};
+use crate::server::Entry;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+use std::fmt;
+
+/// Levels of an object's content (outside `managedFields`) kept for the compare.
+pub const MAX_DEPTH: usize = 512;
+
+/// An object as the API server returned it.
+#[derive(Debug)]
+pub struct Live {
+    /// The object without `metadata.managedFields`, down to [`MAX_DEPTH`] levels.
+    pub object: Value,
+    /// Its `metadata.managedFields` entries, or why one of them cannot be read.
+    pub entries: Result<Vec<Entry>, String>,
+    /// Where the object nests deeper than [`MAX_DEPTH`] (that part is not in `object`).
+    pub incomplete: Option<String>,
+}
+
+impl Live {
+    /// Reads one object from JSON `text`. The error (malformed JSON, not an object) names
+    /// the line and column, never the text.
+    pub fn parse(text: &str) -> Result<Live, String> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        de.disable_recursion_limit();
+        let live = read(&mut de).map_err(|e| format!("the object is not valid JSON: {}", position(&e)))?;
+        de.end().map_err(|e| format!("the object is not valid JSON: {}", position(&e)))?;
+        Ok(live)
+    }
+
+    /// Reads one object from a deserializer positioned on it (a LIST page's item).
+    pub fn read<'de, D: Deserializer<'de>>(de: D) -> Result<Live, D::Error> {
+        read(de)
+    }
+
+    /// An object already parsed (tests, recorded scenarios): its entries read from its
+    /// `managedFields`, no depth bound.
+    pub fn from_value(v: &Value) -> Live {
+        Live { object: crate::server::without_managed_fields(v), entries: crate::server::read_entries(v), incomplete: None }
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> &str {
+        self.object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default()
+    }
+}
+
+/// A serde_json error without its text: "EOF while parsing ... at line 1 column 7".
+fn position(e: &serde_json::Error) -> String {
+    match e.classify() {
+        serde_json::error::Category::Io => "read error".into(),
+        serde_json::error::Category::Eof => format!("it ends early (line {}, column {})", e.line(), e.column()),
+        serde_json::error::Category::Syntax => format!("syntax error at line {}, column {}", e.line(), e.column()),
+        serde_json::error::Category::Data => format!("not an object (line {}, column {})", e.line(), e.column()),
+    }
+}
+
+fn read<'de, D: Deserializer<'de>>(de: D) -> Result<Live, D::Error> {
+    let mut state = State::default();
+    let object = serde_stacker::Deserializer::new(de).deserialize_map(ObjectVisitor { state: &mut state })?;
+    Ok(Live { object, entries: state.entries.unwrap_or_else(|| Ok(Vec::new())), incomplete: state.incomplete })
+}
+
+#[derive(Default)]
+struct State {
+    entries: Option<Result<Vec<Entry>, String>>,
+    incomplete: Option<String>,
+}
+
+/// The object's top level: `metadata` read by [`MetadataVisitor`], the rest bounded.
+struct ObjectVisitor<'s> {
+    state: &'s mut State,
+}
+
+impl<'de> Visitor<'de> for ObjectVisitor<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let v = if key == "metadata" {
+                map.next_value_seed(MetadataSeed { state: self.state })?
+            } else {
+                map.next_value_seed(Bounded { depth: 2, path: &key, cut: &mut self.state.incomplete })?
+            };
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+struct MetadataSeed<'s> {
+    state: &'s mut State,
+}
+
+impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetadataSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("object metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "managedFields" {
+                self.state.entries = Some(map.next_value_seed(EntriesSeed)?);
+                continue;
+            }
+            let path = format!("metadata.{key}");
+            let v = map.next_value_seed(Bounded { depth: 3, path: &path, cut: &mut self.state.incomplete })?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+
+    // Anything else is kept as it is (bounded), as the server sent it.
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        Bounded { depth: 2, path: "metadata", cut: &mut self.state.incomplete }.visit_seq(seq)
+    }
+}
+
+/// A value kept down to [`MAX_DEPTH`] levels (`depth`: this value's level).
+struct Bounded<'a> {
+    depth: usize,
+    path: &'a str,
+    cut: &'a mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        if self.depth > MAX_DEPTH {
+            de.deserialize_ignored_any(IgnoredAny)?;
+            if self.cut.is_none() {
+                *self.cut = Some(format!("{} nests deeper than {MAX_DEPTH} levels", self.path));
+            }
+            return Ok(Value::Null);
+        }
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Bounded { depth: self.depth + 1, path: self.path, cut: &mut *self.cut })? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let v = map.next_value_seed(Bounded { depth: self.depth + 1, path: self.path, cut: &mut *self.cut })?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// `managedFields`: its entries, or why one of them cannot be read (the JSON is still
+/// read to its end; only a JSON syntax error fails the object).
+struct EntriesSeed;
+
+impl<'de> DeserializeSeed<'de> for EntriesSeed {
+    type Value = Result<Vec<Entry>, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EntriesSeed {
+    type Value = Result<Vec<Entry>, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("managedFields")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut entries = Vec::new();
+        let mut error = None;
+        let mut i = 0;
+        while let Some(e) = seq.next_element_seed(EntrySeed)? {
+            match e {
+                Ok(e) if error.is_none() => entries.push(e),
+                Ok(_) => {}
+                Err(m) => {
+                    error.get_or_insert(format!("managedFields[{i}]: {m}"));
+                    entries.clear();
+                }
+            }
+            i += 1;
+        }
+        Ok(error.map_or(Ok(entries), Err))
+    }
+
+    // A list the server would not return; read as the old reader did (no entries).
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Ok(Vec::new()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Ok(Vec::new()))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Ok(Vec::new()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Ok(Vec::new()))
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Ok(Vec::new()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Ok(Vec::new()))
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Ok(Vec::new()))
+    }
+}
+
+/// One entry, as [`crate::server::read_entries`] reads it from a value.
+struct EntrySeed;
+
+impl<'de> DeserializeSeed<'de> for EntrySeed {
+    type Value = Result<Entry, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+/// A string field of an entry (anything else: absent, as `as_str` reads it).
+struct Text;
+
+impl<'de> DeserializeSeed<'de> for Text {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Text {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+}
+
+impl<'de> Visitor<'de> for EntrySeed {
+    type Value = Result<Entry, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a managedFields entry")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut manager, mut operation, mut api_version, mut time, mut subresource) = (None, None, None, None, None);
+        let mut set = Ok(Set::new());
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "manager" => manager = map.next_value_seed(Text)?,
+                "operation" => operation = map.next_value_seed(Text)?,
+                "apiVersion" => api_version = map.next_value_seed(Text)?,
+                "time" => time = map.next_value_seed(Text)?,
+                "subresource" => subresource = map.next_value_seed(Text)?,
+                "fieldsV1" => set = map.next_value_seed(SetSeed)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let Some(operation) = operation else { return Ok(Err("managedFields entry without operation".into())) };
+        Ok(set.map(|set| Entry {
+            manager: manager.unwrap_or_default(),
+            operation,
+            api_version: api_version.unwrap_or_default(),
+            time,
+            subresource: subresource.filter(|s| !s.is_empty()),
+            set,
+        }))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Err("managedFields entry without operation".into()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Err("managedFields entry without operation".into()))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err("managedFields entry without operation".into()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err("managedFields entry without operation".into()))
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err("managedFields entry without operation".into()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err("managedFields entry without operation".into()))
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Err("managedFields entry without operation".into()))
+    }
+}
+
+/// A `fieldsV1` node read straight into a [`Set`] (as [`Set::from_fields_v1`] reads a
+/// value): its elements, which of them are members, and the sets below them.
+struct SetSeed;
+
+impl<'de> DeserializeSeed<'de> for SetSeed {
+    type Value = Result<Set, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SetSeed {
+    type Value = Result<Set, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a fieldsV1 object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        read_node(&mut map).map(|n| n.map(|n| n.set))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Err("fieldsV1 is not an object".into()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Err("fieldsV1 is not an object".into()))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err("fieldsV1 is not an object".into()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err("fieldsV1 is not an object".into()))
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err("fieldsV1 is not an object".into()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err("fieldsV1 is not an object".into()))
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Err("fieldsV1 is not an object".into()))
+    }
+}
+
+/// One node of a field set: the set below it and whether it holds `.`.
+struct Node {
+    set: Set,
+    dot: bool,
+}
+
+/// Reads a node's keys; the first error is kept and the rest of the node still read.
+fn read_node<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Result<Node, String>, A::Error> {
+    let mut members = Vec::new();
+    let mut children = Vec::new();
+    let mut dot = false;
+    let mut error: Option<String> = None;
+    while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        if key == "." {
+            dot = true;
+            map.next_value::<IgnoredAny>()?;
+            continue;
+        }
+        let pe = if error.is_none() { Pe::decode(&key) } else { None };
+        let child = map.next_value_seed(NodeSeed)?;
+        match (pe, child) {
+            (_, _) if error.is_some() => {}
+            (None, _) => error = Some(format!("unknown field set key {:?}", key.chars().take(64).collect::<String>())),
+            (Some(_), Err(e)) => error = Some(e),
+            (Some(pe), Ok(node)) => {
+                let has_children = !node.set.is_empty();
+                if !has_children || node.dot {
+                    members.push(pe.clone());
+                }
+                if has_children {
+                    children.push((pe, node.set));
+                }
+            }
+        }
+    }
+    Ok(match error {
+        Some(e) => Err(e),
+        None => Ok(Node { set: Set::from_parts(members, children), dot }),
+    })
+}
+
+/// A node below a key: must be an object.
+struct NodeSeed;
+
+impl<'de> DeserializeSeed<'de> for NodeSeed {
+    type Value = Result<Node, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NodeSeed {
+    type Value = Result<Node, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field set node")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        crate::deep::guard(|| read_node(&mut map))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Err("a field set node is not an object".into()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Err("a field set node is not an object".into()))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err("a field set node is not an object".into()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err("a field set node is not an object".into()))
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err("a field set node is not an object".into()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err("a field set node is not an object".into()))
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Err("a field set node is not an object".into()))
+    }
+}
+

@@ -1,0 +1,198 @@
+//! One object cannot stop the agent (issue 36). A tenant with write access to one
+//! namespace — no registry, no keys — writes drover's objects there the way any client
+//! may: a PUT that sets `metadata.managedFields` (a real API server checks only an
+//! entry's operation, fieldsType, manager and subresource, and decodes `fieldsV1` up to
+//! 10,000 levels), or marks a ConfigMap `immutable`. Every other object and every later
+//! stage must go on: another namespace's drift corrected, a new bundle applied, a dropped
+//! object pruned, in the same run; what failed is named, and status is never Healthy
+//! beside it. Real binaries against the FAKE API server (or a real cluster).
+
+mod kube_support;
+
+use kube_support::Env;
+use serde_json::{json, Value};
+
+scenarios!(
+    a_managed_fields_entry_200_deep_stops_nothing,
+    a_managed_fields_entry_9990_deep_stops_nothing,
+    report_mode_names_a_tenants_drift,
+    a_secret_the_agent_reads_is_never_logged
+);
+
+/// `depth` nested `f:` elements (what the tenant writes into `fieldsV1`).
+fn deep_fields(depth: usize) -> Value {
+    let mut text = String::with_capacity(depth * 12);
+    for i in 0..depth {
+        text.push_str(&format!("{{\"f:x{i}\":"));
+    }
+    text.push_str("{}");
+    text.push_str(&"}".repeat(depth));
+    let mut de = serde_json::Deserializer::from_str(&text);
+    de.disable_recursion_limit();
+    serde::Deserialize::deserialize(serde_stacker::Deserializer::new(&mut de)).unwrap()
+}
+
+/// The tenant's write: GET the object (with its managed fields), let `edit` change it,
+/// PUT it back as is with `kubectl replace --raw` (a plain client's update).
+fn tenant_put(env: &Env, ns: &str, plural: &str, name: &str, edit: impl FnOnce(&mut Value)) {
+    let out = env.kubectl(&["get", plural, name, "-n", ns, "-o", "json", "--show-managed-fields"], "");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut obj: Value = serde_json::from_str(&out.stdout).unwrap();
+    edit(&mut obj);
+    let file = env.path(&format!("put-{plural}-{name}.json"));
+    let mut buf = Vec::new();
+    serde::Serialize::serialize(&obj, serde_stacker::Serializer::new(&mut serde_json::Serializer::new(&mut buf))).unwrap();
+    std::fs::write(&file, buf).unwrap();
+    let path = format!("/api/v1/namespaces/{ns}/{plural}/{name}");
+    let out = env.kubectl(&["replace", "--raw", &path, "-f", file.to_str().unwrap()], "");
+    assert_eq!(out.code, 0, "the API server takes the tenant's write: {}", out.stderr);
+    std::mem::forget(obj); // a 10,000-deep value is not dropped on the test's stack
+}
+
+/// A managedFields entry of the tenant's own, `fieldsV1` nested `depth` deep.
+fn deep_entry(depth: usize) -> Value {
+    json!({"manager": "tenant-tool", "operation": "Update", "apiVersion": "v1", "time": "2026-01-01T00:00:00Z",
+        "fieldsType": "FieldsV1", "fieldsV1": deep_fields(depth)})
+}
+
+fn configmap_in(ns: &str, name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: {value:?}\n")
+}
+
+fn namespace(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
+}
+
+fn value_of(env: &Env, ns: &str, name: &str) -> Option<String> {
+    env.get_in(ns, "configmap", name).map(|c| c["data"]["value"].as_str().unwrap_or_default().to_string())
+}
+
+fn deep_entry_stops_nothing(env: &Env, depth: usize) {
+    let (tenant, other) = (env.ns.clone(), env.extra_namespace("other"));
+    let v1 = [
+        namespace(&tenant),
+        namespace(&other),
+        configmap_in(&tenant, "tenant-deep", "good"),
+        configmap_in(&tenant, "tenant-frozen", "good"),
+        configmap_in(&other, "admin", "1"),
+        configmap_in(&other, "dropped", "1"),
+    ];
+    env.push(&v1, &[]);
+    env.agent_ok(&[]);
+
+    // An admin's drift in the other namespace, and the tenant's two edits.
+    env.kubectl_ok(&["patch", "configmap", "admin", "-n", &other, "--type", "merge", "-p", r#"{"data":{"value":"drifted"}}"#]);
+    tenant_put(env, &tenant, "configmaps", "tenant-deep", |o| {
+        o["data"]["value"] = json!("evil");
+        o["metadata"]["managedFields"].as_array_mut().unwrap().push(deep_entry(depth));
+    });
+    let stored = env.kubectl(&["get", "configmap", "tenant-deep", "-n", &tenant, "-o", "json", "--show-managed-fields"], "");
+    assert!(stored.stdout.contains("tenant-tool"), "the API server kept the tenant's entry");
+    tenant_put(env, &tenant, "configmaps", "tenant-frozen", |o| {
+        o["data"]["value"] = json!("evil");
+        o["immutable"] = json!(true);
+    });
+
+    // A new bundle: one object more, one dropped.
+    let mut v2: Vec<String> = v1.iter().filter(|d| !d.contains("name: dropped")).cloned().collect();
+    v2.push(configmap_in(&other, "fresh", "1"));
+    let digest = env.push(&v2, &[]);
+    let out = env.agent(&[]);
+    let attempt = env.last_attempt();
+    assert_eq!(out.code, 1, "an object failed: the run says so\n{}\n{attempt:#}", out.stderr);
+    assert!(!out.stderr.contains("recursion limit"), "{}", out.stderr);
+
+    // Everything else went on, in this one run.
+    assert_eq!(attempt["digest"], digest.as_str(), "{attempt:#}");
+    assert_eq!(value_of(env, &other, "admin").as_deref(), Some("1"), "another namespace's drift is corrected");
+    assert_eq!(value_of(env, &other, "fresh").as_deref(), Some("1"), "the new bundle is applied");
+    assert_eq!(value_of(env, &other, "dropped"), None, "the dropped object is pruned");
+    assert_eq!(Env::action(&attempt, "ConfigMap", "dropped").0, "deleted", "{attempt:#}");
+    assert_eq!(attempt["pruned"], 1, "{attempt:#}");
+    // The deep entry is read (the server stores it, so drover reads it) and the tenant's
+    // edit of a drover field is corrected like any other.
+    assert_eq!(Env::action(&attempt, "ConfigMap", "tenant-deep").0, "configured", "{attempt:#}");
+    assert_eq!(value_of(env, &tenant, "tenant-deep").as_deref(), Some("good"));
+    // The object the server refuses to change is that object's failure, named.
+    let (action, message) = Env::action(&attempt, "ConfigMap", "tenant-frozen");
+    assert_eq!(action, "failed", "{attempt:#}");
+    assert!(message.contains("field is immutable when `immutable` is set"), "{message}");
+    let reason = attempt["result"].as_str().unwrap().to_string() + " " + attempt["reason"].as_str().unwrap();
+    assert!(reason.starts_with("Failed") && reason.contains("1 object(s) failed") && reason.contains(&format!("ConfigMap {tenant}/tenant-frozen")), "{reason}");
+
+    // Status: never Healthy beside a failed object; the applied bundle is the new one.
+    let st = env.status();
+    assert_eq!(st["appliedDigest"], digest.as_str(), "{st:#}");
+    assert_eq!(st["health"], "Degraded", "{st:#}");
+    assert_eq!(attempt["unhealthy"][0]["object"]["name"], "tenant-frozen", "{attempt:#}");
+
+    // The next run: the rest is unchanged, the frozen object still named.
+    let out = env.agent(&[]);
+    assert_eq!(out.code, 1);
+    let again = env.last_attempt();
+    assert_eq!(Env::action(&again, "ConfigMap", "tenant-deep").0, "unchanged", "the deep entry costs no write: {again:#}");
+    assert_eq!(Env::action(&again, "ConfigMap", "tenant-frozen").0, "failed");
+}
+
+fn a_managed_fields_entry_200_deep_stops_nothing(env: &Env) {
+    deep_entry_stops_nothing(env, 200);
+}
+
+fn a_managed_fields_entry_9990_deep_stops_nothing(env: &Env) {
+    deep_entry_stops_nothing(env, 9_990);
+}
+
+/// `--drift report`: the tenant's edit behind a deep entry is reported drifted, with the
+/// field; nothing is changed.
+fn report_mode_names_a_tenants_drift(env: &Env) {
+    let tenant = env.ns.clone();
+    env.push(&[namespace(&tenant), configmap_in(&tenant, "tenant-deep", "good"), configmap_in(&tenant, "plain", "1")], &[]);
+    env.agent_ok(&["--drift", "report"]);
+    tenant_put(env, &tenant, "configmaps", "tenant-deep", |o| {
+        o["data"]["value"] = json!("evil");
+        o["metadata"]["managedFields"].as_array_mut().unwrap().push(deep_entry(9_990));
+    });
+    let out = env.agent_ok(&["--drift", "report"]);
+    let st = env.status();
+    let drifted = st["drifted"].as_array().cloned().unwrap_or_default();
+    assert_eq!(drifted.len(), 1, "{st:#}\n{}", out.stderr);
+    assert_eq!(drifted[0]["object"]["name"], "tenant-deep");
+    assert_eq!(drifted[0]["drift"], "changed", "{st:#}");
+    assert_eq!(drifted[0]["fields"], json!(["data.value"]), "{st:#}");
+    let reason = st["lastAttempt"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(&format!("ConfigMap {tenant}/tenant-deep (v1): changed data.value")), "{reason}");
+    assert_eq!(value_of(env, &tenant, "tenant-deep").as_deref(), Some("evil"), "report mode changes nothing");
+}
+
+/// A Secret drover manages, made hostile by the tenant (a deep entry: the kube client's
+/// decoder gives up on it and used to log the whole response at WARN): its data is read
+/// and compared, and appears in no log line, whatever the log level.
+fn a_secret_the_agent_reads_is_never_logged(env: &Env) {
+    let tenant = env.ns.clone();
+    let secret = format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: {tenant}\nstringData:\n  password: hunter2-in-the-bundle\n");
+    env.push(&[namespace(&tenant), secret], &[]);
+    env.agent_ok(&[]);
+    // The tenant's own value, and an entry the kube client cannot decode.
+    let theirs = "dGVuYW50LXNlY3JldC12YWx1ZQ=="; // base64 of "tenant-secret-value"
+    tenant_put(env, &tenant, "secrets", "creds", |o| {
+        o["data"]["password"] = json!(theirs);
+        o["metadata"]["managedFields"].as_array_mut().unwrap().push(deep_entry(300));
+    });
+    for level in ["info", "debug"] {
+        let out = drover_tests::run(
+            "drover-agent",
+            &[
+                "run", "--once", "--target", "kube", "--source", &env.reference, "--plain-http", "--trust-key", env.path("keys/drover.pub").to_str().unwrap(),
+                "--state-dir", env.path("state").to_str().unwrap(), "--listen", "127.0.0.1:0", "--resync", "0s",
+            ],
+            &[("KUBECONFIG", env.cluster.kubeconfig().to_str().unwrap()), ("POD_NAMESPACE", &tenant), ("DROVER_LOG", level)],
+        );
+        for secret in [theirs, "tenant-secret-value", "hunter2-in-the-bundle", "aHVudGVyMi1pbi10aGUtYnVuZGxl"] {
+            let line = out.stderr.lines().find(|l| l.contains(secret));
+            assert!(line.is_none(), "DROVER_LOG={level}: a log line holds the Secret's data: {}", line.unwrap_or_default());
+        }
+        assert_eq!(out.code, 0, "DROVER_LOG={level}: {}", out.stderr);
+    }
+    let s = env.get("secret", "creds").unwrap();
+    assert_eq!(s["data"]["password"], "aHVudGVyMi1pbi10aGUtYnVuZGxl", "the bundle's value is back");
+}
