@@ -38,27 +38,30 @@ impl Change {
 }
 
 /// What a forced apply of `desired` by `manager` would change on `live` (the object as
-/// the API server returned it). An object the apply cannot be simulated on (managed
+/// the API server returned it; taken, so that its memory serves the comparison). An object the apply cannot be simulated on (managed
 /// fields that cannot be read, content nested deeper than [`crate::live::MAX_DEPTH`], a
 /// field the schema does not have) is [`Change::unknown`], with the reason.
-pub fn apply_change(schema: &Schema, live: &Live, desired: &Value, manager: &str) -> Change {
-    if let Some(why) = &live.incomplete {
+pub fn apply_change(schema: &Schema, live: Live, desired: &Value, manager: &str) -> Change {
+    let Live { object, entries, incomplete, .. } = live;
+    if let Some(why) = incomplete {
         return Change::unknown(format!("not compared: {why}"));
     }
-    let before = match &live.entries {
+    let before = match entries {
         Ok(e) => e,
         Err(e) => return Change::unknown(format!("its managed fields cannot be read: {e}")),
     };
     let api_version = desired["apiVersion"].as_str().unwrap_or_default();
     let w = Write { manager, api_version, subresource: None, now: "1970-01-01T00:00:00Z" };
-    let (stored, after) = match server::apply_parts(schema, Some(&live.object), before.clone(), desired, &w, true) {
+    let (stored, after) = match server::apply_parts(schema, Some(&object), before.clone(), desired, &w, true) {
         Ok(s) => s,
         Err(e) => return Change::unknown(format!("not predictable: {e}")),
     };
-    let mut change = Change { owners: changed_owners(before, &after), ..Change::default() };
-    // The stored object is normalised already; the live one as the model would store it,
-    // so what the model does not know about untouched fields cancels out.
-    let mut b = live.object.clone();
+    let mut change = Change { owners: changed_owners(&before, &after), ..Change::default() };
+    drop((before, after));
+    // The stored object is normalised already; the live one as the model would store it
+    // (in place: the live object is not needed any more), so what the model does not know
+    // about untouched fields cancels out.
+    let mut b = object;
     server::normalize(schema, &mut b);
     let keys = b.as_object().into_iter().flat_map(|o| o.keys()).chain(stored.as_object().into_iter().flat_map(|o| o.keys()));
     for k in keys {

@@ -52,7 +52,7 @@ fn small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 fn verdict(text: &str, desired: &Value) -> drover_ssa::verdict::Change {
     let schema = Schema::builtin("v1", "ConfigMap").unwrap();
     let live = Live::parse(text).expect("readable");
-    apply_change(&schema, &live, desired, "drover")
+    apply_change(&schema, live, desired, "drover")
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn content_nested_deeper_than_the_bound_is_undecidable_by_name() {
         let live = Live::parse(&text).unwrap();
         assert_eq!(live.resource_version(), "3", "the rest of the object is read");
         assert_eq!(live.incomplete.as_deref(), Some(&*format!("extra nests deeper than {MAX_DEPTH} levels")));
-        apply_change(&Schema::builtin("v1", "ConfigMap").unwrap(), &live, &cm(json!({"a": "1"})), "drover")
+        apply_change(&Schema::builtin("v1", "ConfigMap").unwrap(), live, &cm(json!({"a": "1"})), "drover")
     });
     assert_eq!(c.unknown.as_deref(), Some(&*format!("not compared: extra nests deeper than {MAX_DEPTH} levels")));
     assert!(!c.is_none());
@@ -97,7 +97,7 @@ fn an_unreadable_entry_names_itself_and_leaves_the_object_readable() {
         let live = Live::parse(&live_text(&data, &[bad])).unwrap();
         assert_eq!(live.entries.as_ref().unwrap_err(), why);
         assert_eq!(live.object["data"]["key"], "good");
-        let c = apply_change(&Schema::builtin("v1", "ConfigMap").unwrap(), &live, &cm(data.clone()), "drover");
+        let c = apply_change(&Schema::builtin("v1", "ConfigMap").unwrap(), live, &cm(data.clone()), "drover");
         assert_eq!(c.unknown, Some(format!("its managed fields cannot be read: {why}")));
     }
 }

@@ -61,6 +61,13 @@ struct Live {
     fold: Option<Value>,
 }
 
+/// A read that holds more than this (estimated) is compared while no other large one is:
+/// the compare's peak is a few times the read, and `concurrency` objects are compared at
+/// once (eight hostile 8 MiB objects at once would not fit the agent's 64 MiB).
+const LARGE: usize = 1 << 20;
+
+static LARGE_COMPARE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// What the compare of one object needs, owned (it runs on a blocking thread).
 #[derive(Clone)]
 struct Judge {
@@ -76,14 +83,19 @@ impl Judge {
     }
 
     /// Reads `live` (as the API server returned it) against the apply `body` of the same
-    /// object (CPU: call it off the async thread).
-    fn read(&self, live: &drover_ssa::live::Live, body: &Value) -> Live {
+    /// object (CPU: call it off the async thread; `live` is taken by the compare).
+    fn read(&self, live: drover_ssa::live::Live, body: &Value) -> Live {
         let owner = owner_of(&live.object, &self.source);
-        let change = (owner == Owner::This).then(|| compare::verdict(&self.schema, body, live, &self.field_manager));
         let terminating = super::wait::terminating(&live.object).map(|m| format!("{m}: not applied; recreated once it is gone"));
-        let fold = (!matches!(owner, Owner::Other(_))).then(|| fold_adopted(live, &self.field_manager)).flatten();
+        let fold = (!matches!(owner, Owner::Other(_))).then(|| fold_adopted(&live, &self.field_manager)).flatten();
+        let resource_version = live.resource_version().to_string();
+        let change = (owner == Owner::This).then(|| {
+            // A large object's compare holds several times its read: one at a time.
+            let _one = (live.heap > LARGE).then(|| LARGE_COMPARE.lock().unwrap_or_else(|e| e.into_inner()));
+            compare::verdict(&self.schema, body, live, &self.field_manager)
+        });
         Live {
-            resource_version: live.resource_version().to_string(),
+            resource_version,
             owner,
             unchanged: change.as_ref().is_some_and(|c| c.is_none()),
             undecided: change.and_then(|c| c.unknown),
@@ -175,7 +187,7 @@ async fn list_one(t: &KubeTarget, key: ListKey, res: &Resolved, objects: HashMap
                 let Some(o) = live.object.pointer("/metadata/name").and_then(Value::as_str).and_then(|n| objects.get(n)) else { return };
                 // The desired object is parsed only now, for the compare, and dropped after it.
                 if let Ok(value) = o.value() {
-                    found.insert(o.id.name.clone(), judge.read(&live, &desired(value, &judge.source, judge.namespaced)));
+                    found.insert(o.id.name.clone(), judge.read(live, &desired(value, &judge.source, judge.namespaced)));
                 }
             })
         })
@@ -275,7 +287,7 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
             Ok(Some(text)) => {
                 let judge = Judge::new(schemas::of(schemas, &id.api_version, &id.kind), req, res.namespaced);
                 let body = body.clone();
-                match read::off_thread(move || drover_ssa::live::Live::parse(&text).map(|live| judge.read(&live, &body))).await {
+                match read::off_thread(move || drover_ssa::live::Live::parse(&text).map(|live| judge.read(live, &body))).await {
                     Ok(live) => Some(live),
                     Err(e) => return fail(format!("reading before apply: the API server's answer cannot be read: {e}")),
                 }

@@ -53,8 +53,7 @@ pub async fn patch<P: serde::Serialize + std::fmt::Debug>(t: &KubeTarget, res: &
         async move { t.client.request_text(req?).await }
     };
     let text = with_retry(&t.opts.retry, call).await?;
-    let live = parse(text).await.map_err(unreadable)?;
-    Ok(live.resource_version().to_string())
+    off_thread(move || drover_ssa::live::resource_version(&text)).await.map_err(unreadable)
 }
 
 /// A PATCH whose response is read whole ([`Live::parse`]): a dry run's answer.
