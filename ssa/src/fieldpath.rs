@@ -527,6 +527,33 @@ impl Set {
         })
     }
 
+    /// Writes this set as `fieldsV1` JSON straight to `out` (no [`Value`] tree: a set nested
+    /// 10,000 deep would take a deep recursion to drop).
+    pub fn write_fields_v1(&self, out: &mut String) {
+        crate::deep::guard(|| {
+            out.push('{');
+            for (i, (pe, member, child)) in self.level().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(pe.encode()).to_string());
+                out.push(':');
+                match child {
+                    Some(c) => {
+                        let mark = out.len();
+                        c.write_fields_v1(out);
+                        if member && out.len() > mark + 2 {
+                            // `{...}` becomes `{".":{},...}`.
+                            out.insert_str(mark + 1, "\".\":{},");
+                        }
+                    }
+                    None => out.push_str("{}"),
+                }
+            }
+            out.push('}');
+        })
+    }
+
     /// Reads `fieldsV1` (an unknown key is an error: the entry cannot be trusted).
     pub fn from_fields_v1(v: &Value) -> Result<Set, String> {
         crate::deep::guard(|| {

@@ -52,8 +52,9 @@ impl Entry {
     }
 
     fn to_json(&self) -> Value {
-        let mut v = json!({"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version,
-            "fieldsType": "FieldsV1", "fieldsV1": self.set.to_fields_v1()});
+        let mut v = json!({"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version, "fieldsType": "FieldsV1"});
+        // Set, not through `json!` (which would copy it with a recursive serializer).
+        v["fieldsV1"] = self.set.to_fields_v1();
         if let Some(t) = &self.time {
             v["time"] = json!(t);
         }
@@ -87,11 +88,43 @@ pub fn read_entries(object: &Value) -> Result<Vec<Entry>, String> {
         .collect()
 }
 
+/// Entries with fields, in the server's order (operation, time, manager).
+fn in_order(entries: &[Entry]) -> Vec<&Entry> {
+    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.set.is_empty()).collect();
+    sorted.sort_by(|a, b| (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(&b.operation, &b.time, &b.manager, &b.api_version, &b.subresource)));
+    sorted
+}
+
+/// `metadata.managedFields` as JSON text (the server's order), written without a
+/// [`Value`] tree: for a request body that sends entries back as they are (one may nest
+/// 10,000 deep).
+pub fn entries_json(entries: &[Entry]) -> String {
+    let mut out = String::from("[");
+    for (i, e) in in_order(entries).into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let mut head = json!({"manager": e.manager, "operation": e.operation, "apiVersion": e.api_version, "fieldsType": "FieldsV1"});
+        if let Some(t) = &e.time {
+            head["time"] = json!(t);
+        }
+        if let Some(s) = &e.subresource {
+            head["subresource"] = json!(s);
+        }
+        let head = head.to_string();
+        out.push_str(&head[..head.len() - 1]);
+        out.push_str(",\"fieldsV1\":");
+        e.set.write_fields_v1(&mut out);
+        out.push('}');
+    }
+    out.push(']');
+    out
+}
+
 /// Writes entries into `metadata.managedFields` (in the server's order: operation,
 /// time, manager), or removes the list when there are none.
 pub fn write_entries(object: &mut Value, entries: &[Entry]) {
-    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.set.is_empty()).collect();
-    sorted.sort_by(|a, b| (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(&b.operation, &b.time, &b.manager, &b.api_version, &b.subresource)));
+    let sorted = in_order(entries);
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         if sorted.is_empty() {
             meta.remove("managedFields");
@@ -389,6 +422,19 @@ mod tests {
         assert_eq!(first.set.to_fields_v1(), json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}}));
         // b is not drover's: it stays.
         assert_eq!(out["data"], json!({"a": "1", "b": "2"}));
+    }
+
+    #[test]
+    fn entries_written_as_text_read_back_as_written_as_values() {
+        let v = json!({"metadata": {"managedFields": [
+            {"manager": "b", "operation": "Update", "apiVersion": "v1", "time": "t2", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:a": {}}, "f:metadata": {"f:labels": {"f:x": {}}}}},
+            {"manager": "a", "operation": "Apply", "apiVersion": "v1", "time": "t1", "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"k:{\"type\":\"Ready\"}": {".": {}, "f:type": {}}}}}]}});
+        let entries = read_entries(&v).unwrap();
+        let mut written = json!({"metadata": {}});
+        write_entries(&mut written, &entries);
+        let text: Value = serde_json::from_str(&entries_json(&entries)).unwrap();
+        assert_eq!(text, written["metadata"]["managedFields"]);
+        assert_eq!(text[0]["manager"], "a", "the server's order");
     }
 
     #[test]

@@ -19,40 +19,43 @@ scenarios!(
     a_secret_the_agent_reads_is_never_logged
 );
 
-/// `depth` nested `f:` elements (what the tenant writes into `fieldsV1`).
-fn deep_fields(depth: usize) -> Value {
-    let mut text = String::with_capacity(depth * 12);
+/// A managedFields entry of the tenant's own, its `fieldsV1` nested `depth` deep, as JSON
+/// text (never a value here: dropping or copying one 10,000 deep recurses that deep).
+fn deep_entry(depth: usize) -> String {
+    let mut fields = String::with_capacity(depth * 12);
     for i in 0..depth {
-        text.push_str(&format!("{{\"f:x{i}\":"));
+        fields.push_str(&format!("{{\"f:x{i}\":"));
     }
-    text.push_str("{}");
-    text.push_str(&"}".repeat(depth));
-    let mut de = serde_json::Deserializer::from_str(&text);
-    de.disable_recursion_limit();
-    serde::Deserialize::deserialize(serde_stacker::Deserializer::new(&mut de)).unwrap()
+    fields.push_str("{}");
+    fields.push_str(&"}".repeat(depth));
+    format!(r#"{{"manager":"tenant-tool","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{fields}}}"#)
 }
 
-/// The tenant's write: GET the object (with its managed fields), let `edit` change it,
-/// PUT it back as is with `kubectl replace --raw` (a plain client's update).
-fn tenant_put(env: &Env, ns: &str, plural: &str, name: &str, edit: impl FnOnce(&mut Value)) {
+/// Stands for [`deep_entry`] in the edited object until it is written out.
+const DEEP: &str = "__deep_entry__";
+
+/// The tenant's write: GET the object (with its managed fields), let `edit` change it
+/// (a [`DEEP`] string in it is replaced by `deep`), PUT it back as is with `kubectl
+/// replace --raw` (a plain client's update).
+fn tenant_put(env: &Env, ns: &str, plural: &str, name: &str, deep: Option<String>, edit: impl FnOnce(&mut Value)) {
     let out = env.kubectl(&["get", plural, name, "-n", ns, "-o", "json", "--show-managed-fields"], "");
     assert_eq!(out.code, 0, "{}", out.stderr);
     let mut obj: Value = serde_json::from_str(&out.stdout).unwrap();
     edit(&mut obj);
+    let mut text = serde_json::to_string(&obj).unwrap();
+    if let Some(d) = deep {
+        text = text.replace(&format!("{DEEP:?}"), &d);
+    }
     let file = env.path(&format!("put-{plural}-{name}.json"));
-    let mut buf = Vec::new();
-    serde::Serialize::serialize(&obj, serde_stacker::Serializer::new(&mut serde_json::Serializer::new(&mut buf))).unwrap();
-    std::fs::write(&file, buf).unwrap();
+    std::fs::write(&file, text).unwrap();
     let path = format!("/api/v1/namespaces/{ns}/{plural}/{name}");
     let out = env.kubectl(&["replace", "--raw", &path, "-f", file.to_str().unwrap()], "");
     assert_eq!(out.code, 0, "the API server takes the tenant's write: {}", out.stderr);
-    std::mem::forget(obj); // a 10,000-deep value is not dropped on the test's stack
 }
 
-/// A managedFields entry of the tenant's own, `fieldsV1` nested `depth` deep.
-fn deep_entry(depth: usize) -> Value {
-    json!({"manager": "tenant-tool", "operation": "Update", "apiVersion": "v1", "time": "2026-01-01T00:00:00Z",
-        "fieldsType": "FieldsV1", "fieldsV1": deep_fields(depth)})
+/// Adds [`DEEP`] to an object's managedFields.
+fn with_deep(o: &mut Value) {
+    o["metadata"]["managedFields"].as_array_mut().unwrap().push(json!(DEEP));
 }
 
 fn configmap_in(ns: &str, name: &str, value: &str) -> String {
@@ -82,13 +85,13 @@ fn deep_entry_stops_nothing(env: &Env, depth: usize) {
 
     // An admin's drift in the other namespace, and the tenant's two edits.
     env.kubectl_ok(&["patch", "configmap", "admin", "-n", &other, "--type", "merge", "-p", r#"{"data":{"value":"drifted"}}"#]);
-    tenant_put(env, &tenant, "configmaps", "tenant-deep", |o| {
+    tenant_put(env, &tenant, "configmaps", "tenant-deep", Some(deep_entry(depth)), |o| {
         o["data"]["value"] = json!("evil");
-        o["metadata"]["managedFields"].as_array_mut().unwrap().push(deep_entry(depth));
+        with_deep(o);
     });
     let stored = env.kubectl(&["get", "configmap", "tenant-deep", "-n", &tenant, "-o", "json", "--show-managed-fields"], "");
     assert!(stored.stdout.contains("tenant-tool"), "the API server kept the tenant's entry");
-    tenant_put(env, &tenant, "configmaps", "tenant-frozen", |o| {
+    tenant_put(env, &tenant, "configmaps", "tenant-frozen", None, |o| {
         o["data"]["value"] = json!("evil");
         o["immutable"] = json!(true);
     });
@@ -148,9 +151,9 @@ fn report_mode_names_a_tenants_drift(env: &Env) {
     let tenant = env.ns.clone();
     env.push(&[namespace(&tenant), configmap_in(&tenant, "tenant-deep", "good"), configmap_in(&tenant, "plain", "1")], &[]);
     env.agent_ok(&["--drift", "report"]);
-    tenant_put(env, &tenant, "configmaps", "tenant-deep", |o| {
+    tenant_put(env, &tenant, "configmaps", "tenant-deep", Some(deep_entry(9_990)), |o| {
         o["data"]["value"] = json!("evil");
-        o["metadata"]["managedFields"].as_array_mut().unwrap().push(deep_entry(9_990));
+        with_deep(o);
     });
     let out = env.agent_ok(&["--drift", "report"]);
     let st = env.status();
@@ -174,9 +177,9 @@ fn a_secret_the_agent_reads_is_never_logged(env: &Env) {
     env.agent_ok(&[]);
     // The tenant's own value, and an entry the kube client cannot decode.
     let theirs = "dGVuYW50LXNlY3JldC12YWx1ZQ=="; // base64 of "tenant-secret-value"
-    tenant_put(env, &tenant, "secrets", "creds", |o| {
+    tenant_put(env, &tenant, "secrets", "creds", Some(deep_entry(300)), |o| {
         o["data"]["password"] = json!(theirs);
-        o["metadata"]["managedFields"].as_array_mut().unwrap().push(deep_entry(300));
+        with_deep(o);
     });
     for level in ["info", "debug"] {
         let out = drover_tests::run(

@@ -332,6 +332,12 @@ impl Pipeline {
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
         count_outcomes(&self.shared.metrics, &report.outcomes);
+        // A target that stopped (objects skipped) or applied nothing (every object failed:
+        // the dir target's tree is swapped whole or not at all) changed nothing to build on.
+        let stopped = report.outcomes.iter().any(|o| o.action == Action::Skipped);
+        if report.failed() && (stopped || report.outcomes.iter().all(|o| o.action == Action::Failed)) {
+            return self.apply_failed(&req, state, at, report).await;
+        }
         let mut reasons = notes;
         // An object that failed is that object's failure: it is named, its health is
         // Degraded, and everything else goes on (wait, prune, record).
@@ -441,6 +447,22 @@ impl Pipeline {
         self.last_apply = Some(Instant::now());
         self.shared.ready.store(true, Ordering::Relaxed);
         self.save(&state, summary, attempt, AttemptResult::Unchanged, false)
+    }
+
+    /// Records an apply that changed nothing to build on (the target stopped, or every
+    /// object failed): nothing is pruned; objects it created join the inventory.
+    async fn apply_failed(&mut self, req: &ApplyRequest, mut state: SourceState, at: Attempted, report: crate::targets::ApplyReport) -> CycleOutcome {
+        self.shared.metrics.apply("Failed");
+        let first = report.first_failure().map(|o| format!("{}: {}", o.object, o.message)).unwrap_or_default();
+        let before = state.inventory.len();
+        for o in report.outcomes.iter().filter(|o| matches!(o.action, Action::Created | Action::Adopted)) {
+            push_unique(&mut state.inventory, &o.object);
+        }
+        if state.inventory.len() > before {
+            recall::keep(self.target.as_ref(), &state).await;
+        }
+        let e = StageError::Failed(format!("apply of {} failed; nothing pruned: {first}", req.digest));
+        self.finish(&state, at, Err(e), report.outcomes)
     }
 
     /// prune: candidates, Namespaces held back, the safety valve, the target's delete.

@@ -244,5 +244,16 @@ impl Drop for FakeApiServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // What the store holds may nest 10,000 levels (as on a real server): it is dropped
+        // on a thread with a stack for that, not on the caller's.
+        let shared = self.shared.clone();
+        let dropper = std::thread::Builder::new().stack_size(256 << 20).spawn(move || {
+            let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let settings = st.settings.clone();
+            drop(std::mem::replace(&mut *st, State::new(settings)));
+        });
+        if let Ok(t) = dropper {
+            let _ = t.join();
+        }
     }
 }

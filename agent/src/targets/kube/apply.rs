@@ -58,7 +58,8 @@ struct Live {
     unchanged: bool,
     undecided: Option<String>,
     terminating: Option<String>,
-    fold: Option<Value>,
+    /// The managedFields to write first, as JSON text (an entry may nest 10,000 deep).
+    fold: Option<String>,
 }
 
 /// A read that holds more than this (estimated) is compared while no other large one is:
@@ -110,7 +111,7 @@ impl Judge {
 /// server-side apply left): their fields join drover's own Apply entry, so the apply
 /// that follows removes every field of theirs the bundle does not set, as Flux does.
 /// None when there is nothing to fold (or the entries cannot be read).
-fn fold_adopted(live: &drover_ssa::live::Live, manager: &str) -> Option<Value> {
+fn fold_adopted(live: &drover_ssa::live::Live, manager: &str) -> Option<String> {
     let leftovers = compare::leftover_managers(live);
     if leftovers.is_empty() {
         return None;
@@ -139,9 +140,7 @@ fn fold_adopted(live: &drover_ssa::live::Live, manager: &str) -> Option<Value> {
     });
     mine.set.extend(&taken);
     kept.push(mine);
-    let mut holder = json!({"metadata": {}});
-    drover_ssa::server::write_entries(&mut holder, &kept);
-    holder.pointer("/metadata/managedFields").cloned()
+    Some(drover_ssa::server::entries_json(&kept))
 }
 
 /// (apiVersion, kind, namespace): what one LIST reads.
@@ -303,12 +302,13 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         _ => {}
     }
     let ns = id.namespace.as_deref();
-    if let Some(fields) = before.as_ref().and_then(|l| l.fold.clone()) {
+    if let Some(fields) = before.as_ref().and_then(|l| l.fold.as_ref()) {
         let rv = before.as_ref().map(|l| l.resource_version.clone()).unwrap_or_default();
-        let fold = json!({"metadata": {"resourceVersion": rv, "managedFields": fields}});
+        // Written as text: the entries go back as they are, however deep.
+        let text = format!("{{\"metadata\":{{\"resourceVersion\":{},\"managedFields\":{fields}}}}}", Value::String(rv));
         let params = PatchParams { field_manager: Some(req.field_manager.clone()), ..Default::default() };
-        if let Err(f) = read::patch(t, res, ns, &id.name, &params, &Patch::Merge(&fold)).await {
-            return (ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {}", f.message)), true);
+        if let Err(f) = read::merge_patch_text(t, res, ns, &id.name, &params, &text).await {
+            return (ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {f}")), true);
         }
     }
     let mut params = PatchParams::apply(&req.field_manager);

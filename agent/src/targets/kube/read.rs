@@ -56,6 +56,21 @@ pub async fn patch<P: serde::Serialize + std::fmt::Debug>(t: &KubeTarget, res: &
     off_thread(move || drover_ssa::live::resource_version(&text)).await.map_err(unreadable)
 }
 
+/// A JSON merge patch whose body is JSON `text` as it is (written without a value tree,
+/// however deep); the response's `metadata.resourceVersion`.
+pub async fn merge_patch_text(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &PatchParams, text: &str) -> Result<String, ApiFailure> {
+    let r = requests(res, namespace);
+    let call = || {
+        let req = r.patch(name, params, &Patch::Merge(Value::Null)).map_err(kube::Error::BuildRequest).map(|mut req| {
+            *req.body_mut() = text.as_bytes().to_vec();
+            req
+        });
+        async move { t.client.request_text(req?).await }
+    };
+    let text = with_retry(&t.opts.retry, call).await?;
+    off_thread(move || drover_ssa::live::resource_version(&text)).await.map_err(unreadable)
+}
+
 /// A PATCH whose response is read whole ([`Live::parse`]): a dry run's answer.
 pub async fn patch_read<P: serde::Serialize + std::fmt::Debug>(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &PatchParams, patch: &Patch<P>) -> Result<Live, ApiFailure> {
     let r = requests(res, namespace);
