@@ -40,6 +40,8 @@ fn deployment(env: &Env) -> String {
 /// The hostile shapes, each loaded on a fresh object of the bundle.
 #[derive(Clone, Copy, Debug)]
 enum Shape {
+    /// Nothing hostile: the baseline.
+    Plain,
     /// 10,000 Apply entries, one field each.
     Entries,
     /// 24,000 env items on the Deployment's container.
@@ -51,6 +53,7 @@ enum Shape {
 fn load(env: &Env, shape: Shape) {
     let ns = env.ns.clone();
     match shape {
+        Shape::Plain => {}
         Shape::Entries => {
             let mut cm = get(env, "configmap", "victim");
             let list = cm["metadata"]["managedFields"].as_array_mut().unwrap();
@@ -91,7 +94,7 @@ fn agent_args(env: &Env) -> Vec<String> {
 
 #[test]
 fn a_resync_of_each_hostile_shape_stays_under_64_mib_fake_only() {
-    for shape in [Shape::Entries, Shape::EnvItems, Shape::Members] {
+    for shape in [Shape::Plain, Shape::Entries, Shape::EnvItems, Shape::Members] {
         let env = Env::new(Cluster::fake(), "hostile-cost");
         let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: victim\n  namespace: {}\ndata:\n  value: \"1\"\n", env.ns);
         env.push(&[env.namespace(), cm, deployment(&env)], &[]);
@@ -104,8 +107,12 @@ fn a_resync_of_each_hostile_shape_stays_under_64_mib_fake_only() {
         let (out, usage) = run_measured_env(512 << 20, Duration::from_secs(300), "drover-agent", &args, &[("KUBECONFIG", &kubeconfig), ("POD_NAMESPACE", &env.ns)])
             .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
         eprintln!("{shape:?}: peak {} KiB, CPU {:?}", usage.peak >> 10, usage.cpu);
+        // An agent built with `--features heap-stats` logs its heap per stage.
+        for l in out.stderr.lines().filter(|l| l.contains(" heap")) {
+            eprintln!("  {l}");
+        }
         assert_eq!(out.code, 0, "{shape:?}: {}", out.stderr);
-        assert!(usage.peak < 64 << 20, "{shape:?}: the resync peaked at {} MiB (the DaemonSet's limit is 64 MiB)", usage.peak >> 20);
+        if std::env::var_os("COST_NO_ASSERT").is_none() { assert!(usage.peak < 64 << 20, "{shape:?}: the resync peaked at {} MiB (the DaemonSet's limit is 64 MiB)", usage.peak >> 20); }
         let attempt = env.last_attempt();
         let name = if matches!(shape, Shape::EnvItems) { ("Deployment", "web") } else { ("ConfigMap", "victim") };
         assert_eq!(Env::action(&attempt, name.0, name.1).0, "unchanged", "{shape:?}: nothing of drover's changed: {attempt:#}");
