@@ -37,12 +37,21 @@ pub const MAX_DEPTH: usize = 512;
 /// within the DaemonSet's 64 MiB.
 pub const MAX_HEAP: usize = 8 << 20;
 
-/// Estimated heap of the parts of a [`Value`] and a field set, in bytes (a `BTreeMap`
-/// leaf, an element, a set node with its element).
-const MAP_COST: usize = 640;
-const ENTRY_COST: usize = 56;
-const ELEMENT_COST: usize = 32;
-const NODE_COST: usize = 64;
+/// Estimated heap of the parts of a [`Value`] and a field set, in bytes, as the allocator
+/// hands them out (chunks, not requested sizes): a map's `BTreeMap` leaf, a map entry, an
+/// array element (vectors grow by doubling), a field set element (its place in its level),
+/// a field set node with elements below it (its level's vectors), a managedFields entry.
+const MAP_COST: usize = 700;
+const ENTRY_COST: usize = 80;
+const ELEMENT_COST: usize = 64;
+const SET_ELEMENT_COST: usize = 64;
+const SET_NODE_COST: usize = 160;
+const ENTRY_NODE_COST: usize = 256;
+
+/// A string's estimated heap (the allocator's smallest chunk is 32 bytes).
+fn text_cost(len: usize) -> usize {
+    (len + 24).max(32)
+}
 
 /// An object as the API server returned it.
 #[derive(Debug)]
@@ -333,11 +342,11 @@ impl<'de> Visitor<'de> for Bounded<'_> {
         Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
-        self.state.spend(v.len());
+        self.state.spend(text_cost(v.len()));
         Ok(Value::String(v.to_string()))
     }
     fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
-        self.state.spend(v.len());
+        self.state.spend(text_cost(v.len()));
         Ok(Value::String(v))
     }
 
@@ -354,7 +363,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
         self.state.spend(MAP_COST);
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            self.state.spend(ENTRY_COST + key.len());
+            self.state.spend(ENTRY_COST + text_cost(key.len()));
             let v = map.next_value_seed(Bounded { depth: self.depth + 1, path: self.path, state: &mut *self.state })?;
             out.insert(key, v);
         }
@@ -514,7 +523,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
         if self.state.over() {
             return Ok(Err(self.state.incomplete.clone().unwrap_or_default()));
         }
-        self.state.spend(NODE_COST);
+        self.state.spend(ENTRY_NODE_COST);
         let Some(operation) = operation else { return Ok(Err("managedFields entry without operation".into())) };
         Ok(set.map(|set| Entry {
             manager: manager.unwrap_or_default(),
@@ -617,7 +626,7 @@ fn read_node<'de, A: MapAccess<'de>>(map: &mut A, state: &mut State) -> Result<R
             map.next_value::<IgnoredAny>()?;
             continue;
         }
-        if error.is_none() && !state.spend(NODE_COST + key.len()) {
+        if error.is_none() && !state.spend(SET_ELEMENT_COST + text_cost(key.len())) {
             error = state.incomplete.clone();
         }
         let pe = if error.is_none() { Pe::decode(&key) } else { None };
@@ -633,6 +642,10 @@ fn read_node<'de, A: MapAccess<'de>>(map: &mut A, state: &mut State) -> Result<R
             (Some(_), Err(e)) => error = Some(e),
             (Some(pe), Ok(node)) => {
                 let has_children = !node.set.is_empty();
+                if has_children && !state.spend(SET_NODE_COST) {
+                    error = state.incomplete.clone();
+                    continue;
+                }
                 if !has_children || node.dot {
                     members.push(pe.clone());
                 }

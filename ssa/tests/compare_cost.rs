@@ -137,7 +137,8 @@ fn measure(label: &str, size: usize, text: &str, desired: &Value, av: &str, kind
         took += cpu() - start;
         heap = PEAK.load(Ordering::Relaxed) - base;
         if let Some(why) = &change.unknown {
-            println!("{label:>11} {size:>7} not compared: {why}");
+            let heap = PEAK.load(Ordering::Relaxed) - base;
+            println!("{label:>11} {size:>7} {:>9} KiB {:>8} KiB read {:>8} KiB peak, not compared: {why}", text.len() >> 10, read >> 10, heap >> 10);
             return;
         }
         assert!(change.is_none(), "{label} {size}: {change:?}");

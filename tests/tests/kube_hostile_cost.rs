@@ -92,30 +92,52 @@ fn agent_args(env: &Env) -> Vec<String> {
     ]
 }
 
+/// One resync of a fresh bundle with `shape` loaded on its object: exit code, usage,
+/// the object's outcome (action, message).
+fn resync_with(shape: Shape) -> (i32, drover_tests::spawn::Usage, (String, String)) {
+    let env = Env::new(Cluster::fake(), "hostile-cost");
+    let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: victim\n  namespace: {}\ndata:\n  value: \"1\"\n", env.ns);
+    env.push(&[env.namespace(), cm, deployment(&env)], &[]);
+    env.agent_ok(&[]);
+    load(&env, shape);
+    let args = agent_args(&env);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let kubeconfig = env.cluster.kubeconfig().display().to_string();
+    // Capped at 512 MiB so that a missing bound cannot take the machine.
+    let (out, usage) = run_measured_env(512 << 20, Duration::from_secs(300), "drover-agent", &args, &[("KUBECONFIG", &kubeconfig), ("POD_NAMESPACE", &env.ns)])
+        .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+    eprintln!("{shape:?}: peak {} KiB, CPU {:?}", usage.peak >> 10, usage.cpu);
+    // An agent built with `--features heap-stats` logs its heap per stage.
+    for l in out.stderr.lines().filter(|l| l.contains(" heap")) {
+        eprintln!("  {l}");
+    }
+    assert_eq!(out.code, 0, "{shape:?}: {}", out.stderr);
+    let name = if matches!(shape, Shape::EnvItems) { ("Deployment", "web") } else { ("ConfigMap", "victim") };
+    (out.code, usage, Env::action(&env.last_attempt(), name.0, name.1))
+}
+
+/// Each shape costs a resync at most 32 MiB more than the same resync without it (a debug
+/// build's own baseline is ~55 MiB; a release agent's resync ~20 MiB, so one hostile
+/// object keeps it under the DaemonSet's 64 MiB: with release binaries,
+/// `DROVER_TEST_BINS=target/release`, that is asserted too). The object's outcome: nothing
+/// of drover's changed; an object too large to compare within the bound is applied without
+/// a compare and says so.
 #[test]
-fn a_resync_of_each_hostile_shape_stays_under_64_mib_fake_only() {
-    for shape in [Shape::Plain, Shape::Entries, Shape::EnvItems, Shape::Members] {
-        let env = Env::new(Cluster::fake(), "hostile-cost");
-        let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: victim\n  namespace: {}\ndata:\n  value: \"1\"\n", env.ns);
-        env.push(&[env.namespace(), cm, deployment(&env)], &[]);
-        env.agent_ok(&[]);
-        load(&env, shape);
-        let args = agent_args(&env);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let kubeconfig = env.cluster.kubeconfig().display().to_string();
-        // Capped at 512 MiB so that a missing bound cannot take the machine.
-        let (out, usage) = run_measured_env(512 << 20, Duration::from_secs(300), "drover-agent", &args, &[("KUBECONFIG", &kubeconfig), ("POD_NAMESPACE", &env.ns)])
-            .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
-        eprintln!("{shape:?}: peak {} KiB, CPU {:?}", usage.peak >> 10, usage.cpu);
-        // An agent built with `--features heap-stats` logs its heap per stage.
-        for l in out.stderr.lines().filter(|l| l.contains(" heap")) {
-            eprintln!("  {l}");
+fn a_resync_of_each_hostile_shape_stays_within_its_memory_bound_fake_only() {
+    let (_, plain, _) = resync_with(Shape::Plain);
+    let release = drover_tests::bin("drover-agent").to_string_lossy().contains("/release/");
+    for shape in [Shape::Entries, Shape::EnvItems, Shape::Members] {
+        let (_, usage, (action, message)) = resync_with(shape);
+        let more = usage.peak.saturating_sub(plain.peak);
+        assert!(more < 32 << 20, "{shape:?}: the resync took {} MiB more than without it ({} MiB in all)", more >> 20, usage.peak >> 20);
+        if release {
+            assert!(usage.peak < 64 << 20, "{shape:?}: the resync peaked at {} MiB (the DaemonSet's limit is 64 MiB)", usage.peak >> 20);
         }
-        assert_eq!(out.code, 0, "{shape:?}: {}", out.stderr);
-        if std::env::var_os("COST_NO_ASSERT").is_none() { assert!(usage.peak < 64 << 20, "{shape:?}: the resync peaked at {} MiB (the DaemonSet's limit is 64 MiB)", usage.peak >> 20); }
-        let attempt = env.last_attempt();
-        let name = if matches!(shape, Shape::EnvItems) { ("Deployment", "web") } else { ("ConfigMap", "victim") };
-        assert_eq!(Env::action(&attempt, name.0, name.1).0, "unchanged", "{shape:?}: nothing of drover's changed: {attempt:#}");
+        assert_eq!(action, "unchanged", "{shape:?}: nothing of drover's changed ({message})");
+        match shape {
+            Shape::Entries => assert_eq!(message, "", "10,000 entries are compared"),
+            _ => assert!(message.starts_with("applied without a compare (not compared: it takes more than 8 MiB in memory once read"), "{shape:?}: {message}"),
+        }
     }
 }
 
@@ -142,7 +164,17 @@ fn twenty_four_thousand_env_items_cost_linear_cpu_and_healthz_answers_fake_only(
     // A running agent: /healthz is asked every 100 ms while it resyncs; no answer may take
     // more than 2 s.
     let port = drover_tests::free_port();
-    let mut agent = env.agent_daemon(port, &["--resync", "0s", "--interval", "1s"]);
+    let log = env.path("daemon.log");
+    let mut agent = std::process::Command::new(drover_tests::bin("drover-agent"))
+        .args(agent_args(&env).iter().filter(|a| *a != "--once" && *a != "127.0.0.1:0" && *a != "--listen"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--interval", "1s"])
+        .env("KUBECONFIG", env.cluster.kubeconfig())
+        .env("POD_NAMESPACE", &env.ns)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("spawn drover-agent");
     let started = Instant::now();
     let mut slowest = Duration::ZERO;
     let mut answered = 0;
@@ -167,5 +199,5 @@ fn twenty_four_thousand_env_items_cost_linear_cpu_and_healthz_answers_fake_only(
     let _ = agent.kill();
     let _ = agent.wait();
     eprintln!("/healthz: {answered} answers, slowest {slowest:?}, {resyncs} polls");
-    assert!(resyncs >= 2, "two resyncs in 60 s ({answered} /healthz answers)");
+    assert!(resyncs >= 2, "two resyncs in 60 s ({answered} /healthz answers)\n{}", std::fs::read_to_string(&log).unwrap_or_default());
 }
