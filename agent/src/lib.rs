@@ -20,6 +20,7 @@ pub mod identity;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
+pub mod offload;
 pub mod order;
 pub mod pipeline;
 pub mod plan;

@@ -294,7 +294,8 @@ impl Pipeline {
         let allow_mass_prune = verified.bundle.config.allow_mass_prune;
         at.stage = "unpack";
         crate::memory::mark(at.stage);
-        let unpacked = match unpack::unpack(verified) {
+        // Off the thread that serves `/healthz`: a large bundle takes a while to parse.
+        let unpacked = match crate::offload::off_thread(move || unpack::unpack(verified)).await {
             Ok(u) => u,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use drover_proto::media;
 use futures::stream::{self, StreamExt};
-use kube::api::{Patch, PatchParams};
+use kube::api::PatchParams;
 use serde_json::{json, Value};
 
 use super::compare;
@@ -180,7 +180,7 @@ async fn list_one(t: &KubeTarget, key: ListKey, res: &Resolved, objects: HashMap
     // Each page is read, and its objects compared, on a blocking thread.
     let page = |body: String| {
         let (objects, found, judge) = (objects.clone(), found.clone(), judge.clone());
-        read::off_thread(move || {
+        crate::offload::off_thread(move || {
             let mut found = found.lock().expect("verdicts lock");
             list::read_page(&body, &mut |live: drover_ssa::live::Live| {
                 let Some(o) = live.object.pointer("/metadata/name").and_then(Value::as_str).and_then(|n| objects.get(n)) else { return };
@@ -275,20 +275,24 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     if res.namespaced && id.namespace.is_none() {
         return fail(format!("{} is namespaced but the object has no metadata.namespace", id.kind));
     }
-    let body = match obj.value() {
-        Ok(v) => desired(v, &req.source, res.namespaced),
-        Err(e) => return fail(e),
-    };
+    // The body is parsed (and written) only for an object that is read or sent, off the
+    // async thread (a 1 MiB object takes a debug build a second).
+    let (source, namespaced) = (req.source.clone(), res.namespaced);
+    let parse = move |o: PlannedObject| o.value().map(|v| desired(v, &source, namespaced));
     let listed = known.get(&known_key(obj, res)).and_then(|m| m.get(&id.name)).cloned();
     let before = match listed {
         Some(live) => Some(live),
         None => match read::get_text(t, res, id.namespace.as_deref(), &id.name).await {
             Ok(Some(text)) => {
                 let judge = Judge::new(schemas::of(schemas, &id.api_version, &id.kind), req, res.namespaced);
-                let body = body.clone();
-                match read::off_thread(move || drover_ssa::live::Live::parse(&text).map(|live| judge.read(live, &body))).await {
+                let (o, parse) = (obj.clone(), parse.clone());
+                let read = move || {
+                    let body = parse(o)?;
+                    drover_ssa::live::Live::parse(&text).map(|live| judge.read(live, &body)).map_err(|e| format!("reading before apply: the API server's answer cannot be read: {e}"))
+                };
+                match crate::offload::off_thread(read).await {
                     Ok(live) => Some(live),
-                    Err(e) => return fail(format!("reading before apply: the API server's answer cannot be read: {e}")),
+                    Err(e) => return fail(e),
                 }
             }
             Ok(None) => None,
@@ -307,10 +311,15 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         // Written as text: the entries go back as they are, however deep.
         let text = format!("{{\"metadata\":{{\"resourceVersion\":{},\"managedFields\":{fields}}}}}", Value::String(rv));
         let params = PatchParams { field_manager: Some(req.field_manager.clone()), ..Default::default() };
-        if let Err(f) = read::merge_patch_text(t, res, ns, &id.name, &params, &text).await {
+        if let Err(f) = read::patch_text(t, res, ns, &id.name, &params, false, &text).await {
             return (ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {f}")), true);
         }
     }
+    let o = obj.clone();
+    let body = match crate::offload::off_thread(move || parse(o).and_then(|b| serde_json::to_string(&b).map_err(|e| e.to_string()))).await {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {
         params = params.force();
@@ -320,7 +329,7 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         Some(why) if o.message.is_empty() => ObjectOutcome { message: format!("applied without a compare ({why})"), ..o },
         _ => o,
     };
-    let outcome = match read::patch(t, res, ns, &id.name, &params, &Patch::Apply(&body)).await {
+    let outcome = match read::patch_text(t, res, ns, &id.name, &params, true, &body).await {
         Ok(after) => note(match &before {
             None => ObjectOutcome::new(id.clone(), Action::Created),
             Some(Live { owner: was @ (Owner::Foreign | Owner::Unrecorded), .. }) => {

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::cluster::KubeTarget;
 use super::discovery::Resolved;
 use super::retry::{with_retry, ApiFailure};
+use crate::offload::off_thread;
 use drover_ssa::live::Live;
 
 /// The request builder for objects of `res` in `namespace`.
@@ -45,23 +46,14 @@ pub async fn get(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: 
     }
 }
 
-/// A PATCH; the response's `metadata.resourceVersion` (the object itself is not kept).
-pub async fn patch<P: serde::Serialize + std::fmt::Debug>(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &PatchParams, patch: &Patch<P>) -> Result<String, ApiFailure> {
+/// A PATCH whose body is JSON `text` as it is (written off the async thread, however
+/// large or deep): a server-side apply (`apply`) or a JSON merge patch; the response's
+/// `metadata.resourceVersion`.
+pub async fn patch_text(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &PatchParams, apply: bool, text: &str) -> Result<String, ApiFailure> {
     let r = requests(res, namespace);
     let call = || {
-        let req = r.patch(name, params, patch).map_err(kube::Error::BuildRequest);
-        async move { t.client.request_text(req?).await }
-    };
-    let text = with_retry(&t.opts.retry, call).await?;
-    off_thread(move || drover_ssa::live::resource_version(&text)).await.map_err(unreadable)
-}
-
-/// A JSON merge patch whose body is JSON `text` as it is (written without a value tree,
-/// however deep); the response's `metadata.resourceVersion`.
-pub async fn merge_patch_text(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, name: &str, params: &PatchParams, text: &str) -> Result<String, ApiFailure> {
-    let r = requests(res, namespace);
-    let call = || {
-        let req = r.patch(name, params, &Patch::Merge(Value::Null)).map_err(kube::Error::BuildRequest).map(|mut req| {
+        let kind = if apply { Patch::Apply(Value::Null) } else { Patch::Merge(Value::Null) };
+        let req = r.patch(name, params, &kind).map_err(kube::Error::BuildRequest).map(|mut req| {
             *req.body_mut() = text.as_bytes().to_vec();
             req
         });
@@ -96,15 +88,6 @@ pub async fn delete(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, nam
 /// a stack that grows).
 pub async fn parse(text: String) -> Result<Live, String> {
     off_thread(move || Live::parse(&text)).await
-}
-
-/// Runs `f` on tokio's blocking pool and waits for it: CPU work on one object (reading,
-/// comparing) never runs on the thread that serves `/healthz` and the other tasks.
-pub async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
 }
 
 fn unreadable(why: String) -> ApiFailure {
