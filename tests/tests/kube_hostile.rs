@@ -16,6 +16,7 @@ scenarios!(
     a_managed_fields_entry_200_deep_stops_nothing,
     a_managed_fields_entry_9990_deep_stops_nothing,
     report_mode_names_a_tenants_drift,
+    report_mode_names_an_object_it_cannot_compare,
     a_secret_the_agent_reads_is_never_logged
 );
 
@@ -165,6 +166,41 @@ fn report_mode_names_a_tenants_drift(env: &Env) {
     let reason = st["lastAttempt"]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains(&format!("ConfigMap {tenant}/tenant-deep (v1): changed data.value")), "{reason}");
     assert_eq!(value_of(env, &tenant, "tenant-deep").as_deref(), Some("evil"), "report mode changes nothing");
+}
+
+/// A managedFields entry of the tenant's own naming 100,000 fields under `data` (about
+/// 1.3 MB of JSON, under etcd's limit): more than the compare holds in memory.
+fn wide_entry() -> String {
+    let fields: Vec<String> = (0..100_000).map(|i| format!("\"f:{i:x}\":{{}}")).collect();
+    format!(r#"{{"manager":"tenant-wide","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:data":{{{}}}}}}}"#, fields.join(","))
+}
+
+/// `--drift report`: an object too large to compare, edited by the tenant, is reported
+/// `unknown` with the reason (before: dropped from the report, "last attempt: Unchanged"
+/// and a WARN line only); nothing is changed, the other object is still judged.
+fn report_mode_names_an_object_it_cannot_compare(env: &Env) {
+    let tenant = env.ns.clone();
+    env.push(&[namespace(&tenant), configmap_in(&tenant, "tenant-wide", "good"), configmap_in(&tenant, "plain", "1")], &[]);
+    env.agent_ok(&["--drift", "report"]);
+    tenant_put(env, &tenant, "configmaps", "tenant-wide", Some(wide_entry()), |o| {
+        o["data"]["value"] = json!("evil");
+        with_deep(o);
+    });
+    env.kubectl_ok(&["patch", "configmap", "plain", "-n", &tenant, "--type", "merge", "-p", r#"{"data":{"value":"2"}}"#]);
+    let out = env.agent_ok(&["--drift", "report"]);
+    let st = env.status();
+    let drifted = st["drifted"].as_array().cloned().unwrap_or_default();
+    assert_eq!(drifted.len(), 2, "{st:#}\n{}", out.stderr);
+    let wide = drifted.iter().find(|d| d["object"]["name"] == "tenant-wide").unwrap_or_else(|| panic!("the wide object is reported: {st:#}"));
+    assert_eq!(wide["drift"], "unknown", "{st:#}");
+    let why = wide["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("more than 8 MiB in memory"), "the reason says why: {why}");
+    let plain = drifted.iter().find(|d| d["object"]["name"] == "plain").unwrap_or_else(|| panic!("{st:#}"));
+    assert_eq!(plain["fields"], json!(["data.value"]), "{st:#}");
+    let reason = st["lastAttempt"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(&format!("ConfigMap {tenant}/tenant-wide (v1): unknown (")), "{reason}");
+    assert_eq!(value_of(env, &tenant, "tenant-wide").as_deref(), Some("evil"), "report mode changes nothing");
+    assert_eq!(value_of(env, &tenant, "plain").as_deref(), Some("2"), "report mode changes nothing");
 }
 
 /// A Secret drover manages, made hostile by the tenant (a deep entry: the kube client's
