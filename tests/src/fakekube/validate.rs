@@ -261,7 +261,7 @@ mod tests {
             "metadata.managedFields[2].manager: Invalid value: \"tab\\there\": invalid character U+0009 (at position 3)"] {
             assert!(e.message.contains(want), "{want}\n{}", e.message);
         }
-        assert!(object(&res("configmaps"), "c", &json!({"metadata": {"managedFields": [{}]}})).is_ok(), "[{}] clears the list");
+        assert!(object(&res("configmaps"), "c", &json!({"metadata": {"managedFields": [{}]}})).is_ok(), "[{{}}] clears the list");
         assert!(size(&json!({"data": {"a": "x".repeat(MAX_OBJECT)}})).is_err());
     }
 
