@@ -388,7 +388,7 @@ async fn establish_crds(t: &KubeTarget, group: &OrderGroup, results: &mut [Objec
         let mut still = Vec::new();
         for &i in &pending {
             let o = &group.objects[i];
-            match t.get_value(&o.id).await {
+            match super::read::get_value(t, &o.id).await {
                 Ok(Some(v)) => match check_object("apiextensions.k8s.io", "CustomResourceDefinition", &v) {
                     Check::Ready => {}
                     Check::Pending(m) => {

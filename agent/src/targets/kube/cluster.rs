@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use drover_proto::object::ObjectRef;
 use kube::{Client, Config};
-use serde_json::Value;
 
-use super::discovery::{ResolveError, Resolver};
+use super::discovery::Resolver;
 use super::retry::{with_retry, RetryPolicy};
 use crate::targets::{TargetError, TargetRecord};
 
@@ -113,19 +111,5 @@ impl KubeTarget {
             .await
             .map(|_| ())
             .map_err(|f| TargetError::Unavailable(format!("Kubernetes API at {}: {f}", self.cluster)))
-    }
-
-    /// The live object as JSON (without `metadata.managedFields`, read within bounds:
-    /// [`super::read`]); `Ok(None)` when it (or its kind) does not exist.
-    pub(super) async fn get_value(&self, id: &ObjectRef) -> Result<Option<Value>, String> {
-        let res = match self.resolver.resolve(&id.api_version, &id.kind).await {
-            Ok(r) => r,
-            Err(ResolveError::Unknown(_)) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
-        };
-        match super::read::get(self, &res, id.namespace.as_deref(), &id.name).await {
-            Ok(o) => Ok(o.map(|o| o.object)),
-            Err(f) => Err(f.message),
-        }
     }
 }

@@ -12,7 +12,8 @@ use kube::Resource;
 use serde_json::Value;
 
 use super::cluster::KubeTarget;
-use super::discovery::Resolved;
+use super::discovery::{ResolveError, Resolved};
+use drover_proto::object::ObjectRef;
 use super::retry::{with_retry, ApiFailure};
 use crate::offload::off_thread;
 use drover_ssa::live::Live;
@@ -34,6 +35,20 @@ pub async fn get_text(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, n
         Ok(text) => Ok(Some(text)),
         Err(f) if f.not_found() => Ok(None),
         Err(f) => Err(f),
+    }
+}
+
+/// The live object `id` as JSON (without `metadata.managedFields`, read within bounds);
+/// `Ok(None)` when it (or its kind) does not exist.
+pub async fn get_value(t: &KubeTarget, id: &ObjectRef) -> Result<Option<Value>, String> {
+    let res = match t.resolver.resolve(&id.api_version, &id.kind).await {
+        Ok(r) => r,
+        Err(ResolveError::Unknown(_)) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    match get(t, &res, id.namespace.as_deref(), &id.name).await {
+        Ok(o) => Ok(o.map(|o| o.object)),
+        Err(f) => Err(f.message),
     }
 }
 
