@@ -4,7 +4,8 @@
 # finalizers, managedFields entries, one entry's fields, one entry's depth — the time to
 # read and decide one object and the heap it holds at its peak, release build, in
 # process (drover-ssa). Linear work shows as a flat "per item" column down a shape.
-# Not in CI (no timed tests).
+# Not in CI (no timed tests). One shape: SHAPE="env items" (finalizers, managers,
+# members, depth) bench/compare.sh.
 #
 # The agent as a whole (peak RSS and CPU of one resync per shape, under a 512 MiB
 # prlimit cap, against the FAKE API server):
