@@ -102,31 +102,31 @@ fn bad_sources_are_named_with_file_and_entry() {
             Ok(f) => Settings::merge(ConfigLayer::default(), f).unwrap_err().to_string(),
         }
     };
-    let e = err("- name: team-a\n  source: r/a:prod\n  trustkeys: [x]\n");
+    let e = err("- name: team-a\n  source: r.example/a:prod\n  trustkeys: [x]\n");
     assert!(e.contains("/etc/drover/agent.yaml") && e.contains("sources[0] (team-a)") && e.contains("trustkeys"), "{e}");
-    let e = err("- name: team-a\n  source: r/a:prod\n- name: team-a\n  source: r/b:prod\n");
+    let e = err("- name: team-a\n  source: r.example/a:prod\n- name: team-a\n  source: r.example/b:prod\n");
     assert!(e.contains("sources[1] (team-a)") && e.contains("already used by sources[0]"), "{e}");
-    let e = err("- name: Team_A\n  source: r/a:prod\n");
+    let e = err("- name: Team_A\n  source: r.example/a:prod\n");
     assert!(e.contains("sources[0] (Team_A)") && e.contains("a-z"), "{e}");
-    let e = err("- source: r/a:prod\n");
+    let e = err("- source: r.example/a:prod\n");
     assert!(e.contains("sources[0]") && e.contains("no `name`"), "{e}");
-    let e = err("- name: a\n  source: r/a:prod\n  stateDir: /tmp\n");
+    let e = err("- name: a\n  source: r.example/a:prod\n  stateDir: /tmp\n");
     assert!(e.contains("sources[0] (a)") && e.contains("stateDir") && e.contains("agent-wide"), "{e}");
-    let e = err("- name: a\n  source: r/a:prod\n  dependsOn: [nope]\n");
+    let e = err("- name: a\n  source: r.example/a:prod\n  dependsOn: [nope]\n");
     assert!(e.contains("sources[0] (a)") && e.contains("\"nope\"") && e.contains("no source"), "{e}");
-    let e = err("- name: a\n  source: r/a:prod\n  dependsOn: [c]\n- name: b\n  source: r/b:prod\n  dependsOn: [a]\n- name: c\n  source: r/c:prod\n  dependsOn: [b]\n");
+    let e = err("- name: a\n  source: r.example/a:prod\n  dependsOn: [c]\n- name: b\n  source: r.example/b:prod\n  dependsOn: [a]\n- name: c\n  source: r.example/c:prod\n  dependsOn: [b]\n");
     assert!(e.contains("cycle") && e.contains("a -> c -> b -> a"), "{e}");
-    let e = err("- name: a\n  source: r/a:prod\n  dependsOn: [a]\n");
+    let e = err("- name: a\n  source: r.example/a:prod\n  dependsOn: [a]\n");
     assert!(e.contains("cycle") && e.contains("a -> a"), "{e}");
-    let e = err("- name: a\n  source: r/a:prod\n- name: b\n  source: r/a:prod\n");
+    let e = err("- name: a\n  source: r.example/a:prod\n- name: b\n  source: r.example/a:prod\n");
     assert!(e.contains("sources[1] (b)") && e.contains("like sources[0] (a)"), "{e}");
-    let e = err("- name: a\n  source: r/a:prod\n  threshold: 2\n");
+    let e = err("- name: a\n  source: r.example/a:prod\n  threshold: 2\n");
     assert!(e.contains("sources[0] (a)") && e.contains("threshold"), "{e}");
-    let e = err("- name: a\n  source: r/fleet/a:prod\n  clusterName: c1\n  expectClusterType: edge\n  expectEnvironment: prod\n- name: b\n  source: r/fleet/b:prod\n  clusterName: c1\n  expectClusterType: edge\n  expectEnvironment: prod\n");
+    let e = err("- name: a\n  source: r.example/fleet/a:prod\n  clusterName: c1\n  expectClusterType: edge\n  expectEnvironment: prod\n- name: b\n  source: r.example/fleet/b:prod\n  clusterName: c1\n  expectClusterType: edge\n  expectEnvironment: prod\n");
     assert!(e.contains("sources[1] (b)") && e.contains("reportTo"), "two sources, one report: {e}");
     let e = file(&format!("{TOP}sources: []\n")).unwrap_err().to_string();
     assert!(e.contains("sources") && e.contains("empty"), "{e}");
-    let e = Settings::merge(ConfigLayer { source: Some("r/x:prod".into()), ..Default::default() }, file(&format!("{TOP}sources:\n- name: a\n  source: r/a:prod\n")).unwrap())
+    let e = Settings::merge(ConfigLayer { source: Some("r.example/x:prod".into()), ..Default::default() }, file(&format!("{TOP}sources:\n- name: a\n  source: r.example/a:prod\n")).unwrap())
         .unwrap_err()
         .to_string();
     assert!(e.contains("`source`") && e.contains("sources:"), "{e}");
