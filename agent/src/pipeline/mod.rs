@@ -329,11 +329,12 @@ impl Pipeline {
     fn wait_for_dependencies(&mut self, state: &SourceState, at: Attempted, not_ready: Vec<(String, String)>, req: &ApplyRequest) -> CycleOutcome {
         let w = crate::depends::waiting(not_ready, &req.digest, req.sequence);
         let what = format!(
-            "waiting for {}: {}; {} (sequence {}) is verified and is applied once they are applied and Healthy",
-            w.on.join(", "),
+            "waiting for {}; {} (sequence {}) is verified and is applied once {} {} applied and Healthy",
             w.reason,
             req.digest,
-            req.sequence
+            req.sequence,
+            w.on.join(" and "),
+            if w.on.len() == 1 { "is" } else { "are" }
         );
         tracing::info!(on = %w.on.join(","), "{what}");
         self.waiting_on = Some(w);
