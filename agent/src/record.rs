@@ -185,6 +185,10 @@ pub struct SourceState {
     /// `--drift report` mode and left as they are ([`crate::drift`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<crate::drift::DriftedObject>,
+    /// The verified new bundle that waits for the sources this one depends on, as of the
+    /// last poll ([`crate::depends`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::depends::Waiting>,
 }
 
 /// A verified bundle's blobs, for offline re-apply.

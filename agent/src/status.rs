@@ -137,9 +137,10 @@ impl SourceStatus {
         self.inventory = s.inventory.len();
         self.last_attempt = s.last_attempt.clone();
         self.drifted = s.drifted.clone();
+        self.waiting = s.waiting.clone();
     }
 
-    /// Human-readable rendering of the source's fields (`pad`: the label column width).
+    /// Human-readable rendering of the source's fields.
     fn to_text(&self, out: &mut String) {
         let or_none = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
         out.push_str(&format!(

@@ -125,6 +125,7 @@ impl Pipeline {
         }
         let mut state = state.clone();
         state.name = self.shared.name.clone();
+        state.waiting = self.waiting_on.clone();
         state.last_attempt = Some(summary);
         let mut b = self.unsaved.take().unwrap_or_default();
         b.push(state, attempt.clone());

@@ -150,7 +150,7 @@ impl Pipeline {
             let mut st = self.shared.status.lock().expect("status lock");
             st.set_state(state);
             st.last_poll_at = Some(now_rfc3339());
-            st.waiting = self.waiting_on.clone();
+            st.waiting.clone_from(&self.waiting_on);
             f(&mut st);
         }
         self.shared.metrics.waiting(self.waiting_on.is_some());
