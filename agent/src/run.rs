@@ -171,7 +171,12 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let names: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
     match settings.sources.as_slice() {
         [one] if !one.named => tracing::info!(source = %one.source, target = %target, listen = %listen_text, "drover-agent started"),
-        _ => tracing::info!(sources = %names.join(","), target = %target, listen = %listen_text, "drover-agent started"),
+        _ => {
+            tracing::info!(sources = %names.join(","), target = %target, listen = %listen_text, "drover-agent started");
+            for (s, r) in settings.sources.iter().zip(&runners) {
+                tracing::info!(source = %s.name, reference = %s.source, target = %r.pipeline.target.describe(), depends_on = %s.depends_on.join(","), "source");
+            }
+        }
     }
     let election = match &settings.leader_election {
         Some((namespace, name, duration)) => {
@@ -186,7 +191,12 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let key = Arc::new(ReportKey::new(runners[0].pipeline.target.clone(), settings.state_dir.clone()));
     let control = Control { stop: stop_rx, leader: election.as_ref().map(|e| e.subscribe()), key, once };
-    let loops = futures::future::join_all(runners.into_iter().map(|r| r.run(control.clone())));
+    // A named source's log lines carry its name (the span `source{name=...}`).
+    let named = settings.named();
+    let loops = futures::future::join_all(runners.into_iter().map(|r| {
+        let span = if named { tracing::info_span!("source", name = %r.pipeline.shared.name) } else { tracing::Span::none() };
+        tracing::Instrument::instrument(r.run(control.clone()), span)
+    }));
     let leader = election.as_ref().map(|e| e.subscribe());
     let roles = async {
         match leader {
