@@ -184,7 +184,7 @@ fn deploy_kubernetes_is_accepted_and_its_config_runs(env: &Env) {
     let bad = run_bad();
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("maxPruneRatoi") && bad.stderr.contains("agent.yaml"), "{}", bad.stderr);
-    std::fs::write(&config_path, site.replace("        interval: 1m", "        intervall: 1m")).unwrap();
+    std::fs::write(&config_path, site.replace("    interval: 1m", "    intervall: 1m")).unwrap();
     let bad = run_bad();
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("intervall") && bad.stderr.contains("agent.yaml") && bad.stderr.contains("sources[2] (team-b)"), "{}", bad.stderr);
