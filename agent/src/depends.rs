@@ -111,3 +111,34 @@ pub fn waiting(not_ready: Vec<(String, String)>, digest: &str, sequence: u64) ->
     let reason = not_ready.iter().map(|(n, why)| format!("{n}: {why}")).collect::<Vec<_>>().join("; ");
     Waiting { on: not_ready.into_iter().map(|(n, _)| n).collect(), reason, digest: Some(digest.to_string()), sequence: Some(sequence) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dependency_is_waited_for_then_judged() {
+        let board = Board::new(["platform", "team-b"]);
+        let mut gate = board.gate(&["platform".to_string()]);
+        let tx = board.sender("platform").unwrap();
+        // Not polled yet: the gate waits for the first readiness.
+        {
+            let check = gate.check();
+            tokio::pin!(check);
+            assert!(futures::FutureExt::now_or_never(&mut check).is_none(), "waits while Unknown");
+            tx.send_replace(Readiness::NotReady("its source is unreachable".into()));
+            assert_eq!(check.await, vec![("platform".to_string(), "its source is unreachable".to_string())]);
+        }
+        {
+            // A change wakes a waiting dependent.
+            let changed = gate.changed();
+            tokio::pin!(changed);
+            assert!(futures::FutureExt::now_or_never(&mut changed).is_none());
+            tx.send_replace(Readiness::Ready);
+            changed.await;
+        }
+        assert!(gate.check().await.is_empty());
+        let w = waiting(vec![("platform".into(), "held".into())], "sha256:ab", 7);
+        assert_eq!((w.on, w.reason.as_str(), w.sequence), (vec!["platform".to_string()], "platform: held", Some(7)));
+    }
+}

@@ -503,6 +503,44 @@ impl Store {
 mod tests {
     use super::*;
 
+    fn attempt(source: &str, reason: &str) -> Attempt {
+        let summary = AttemptSummary { digest: None, sequence: None, result: AttemptResult::Failed, reason: reason.into(), at: String::new(), writes: None };
+        Attempt::plain(source, summary, "resolve", false)
+    }
+
+    #[test]
+    fn each_source_keeps_its_own_hundred_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let state = |s: &str| SourceState { source: s.into(), ..Default::default() };
+        store.record(&state("quiet"), &[attempt("quiet", "q0")]).unwrap();
+        let noisy: Vec<Attempt> = (0..250).map(|i| attempt("noisy", &format!("n{i}"))).collect();
+        store.record(&state("noisy"), &noisy).unwrap();
+        assert_eq!(store.history_of(&["quiet".into()], 10).unwrap()[0].summary.reason, "q0", "not pushed out by another source");
+        let n = store.history_of(&["noisy".into()], 1000).unwrap();
+        assert_eq!((n.len(), n[0].summary.reason.as_str()), (HISTORY_CAP, "n249"));
+        let all = store.history(3).unwrap();
+        assert_eq!(all.iter().map(|a| a.summary.reason.as_str()).collect::<Vec<_>>(), ["n249", "n248", "n247"], "newest first across sources");
+    }
+
+    #[test]
+    fn the_history_of_an_older_agent_is_moved_per_source() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::Config::new().path(dir.path().join(DB_DIR)).open().unwrap();
+            let old = db.open_tree("history").unwrap();
+            for (id, src) in [(1u64, "a"), (2, "b"), (3, "a")] {
+                let a = Attempt { id, ..attempt(src, &format!("{src}{id}")) };
+                old.insert(id.to_be_bytes(), serde_json::to_vec(&a).unwrap()).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let a = store.history_of(&["a".into()], 10).unwrap();
+        assert_eq!(a.iter().map(|x| x.id).collect::<Vec<_>>(), [3, 1]);
+        assert_eq!(store.history_of(&["b".into()], 10).unwrap().len(), 1);
+    }
+
     #[test]
     fn a_corrupt_record_keeps_the_parser_message_and_says_how_to_recover() {
         let dir = tempfile::tempdir().unwrap();

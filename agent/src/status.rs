@@ -251,3 +251,24 @@ impl Status {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_source_is_also_at_the_top_level_and_no_key_is_given_twice() {
+        let one = SourceStatus { name: "default".into(), source: "r.example/a:prod".into(), ready: true, inventory: 3, ..Default::default() };
+        let st = Status { state_dir: "/s".into(), ready: false, agent_running: true, sources: vec![one.clone()], ..Default::default() };
+        let text = serde_json::to_string(&st).unwrap();
+        assert_eq!(text.matches("\"ready\"").count(), 2, "the agent's and the source's in `sources`: {text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((v["source"].as_str(), v["inventory"].as_u64(), v["ready"].as_bool()), (Some("r.example/a:prod"), Some(3), Some(false)));
+        let two = Status { sources: vec![one.clone(), SourceStatus { name: "b".into(), ..one }], ..st };
+        let v = serde_json::to_value(&two).unwrap();
+        assert!(v.get("source").is_none() && v["sources"].as_array().unwrap().len() == 2, "{v}");
+        let back: Status = serde_json::from_value(v).unwrap();
+        assert_eq!(back.only("b").unwrap().sources[0].name, "b");
+        assert!(two.only("c").unwrap_err().contains("default, b"));
+    }
+}
