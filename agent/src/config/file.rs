@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_yaml_ng::Value as Yaml;
 
-use super::source::valid_name;
-use super::{ConfigError, ConfigLayer, SourceSettings};
+use super::layer::{ConfigError, ConfigLayer};
+use super::source::{valid_name, SourceSettings};
 
 /// Fields that hold for the whole agent (one process, one database, one HTTP server, one
 /// leader election): set at the top level, refused in a `sources:` entry.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use drover_proto::Reference;
 
-use super::{duration, duration_or_zero, invalid, ConfigError, ConfigLayer, DriftMode, TargetSpec};
+use super::layer::{duration, duration_or_zero, invalid, ConfigError, ConfigLayer, DriftMode, TargetSpec};
 use crate::window::Windows;
 
 /// The name of the single unnamed source (`--source` without a `sources:` list): its
