@@ -32,6 +32,7 @@ pub mod prune;
 pub mod query;
 pub mod recall;
 pub mod record;
+pub mod refused;
 pub mod report;
 pub mod resolve;
 pub mod run;

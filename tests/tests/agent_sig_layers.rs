@@ -75,13 +75,13 @@ impl Drop for Stop {
 fn a_sig_with_256_identical_layers_costs_a_handful_of_gets_over_three_polls() {
     let fx = Fx::new();
     let release = fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
-    assert_eq!(fx.once(&[]).code, 0);
+    let proxy = CountingProxy::start(&fx.reg.addr);
+    let source = format!("{}/{REPO}:prod", proxy.addr);
+    assert_eq!(fx.once_from(&source, &[]).code, 0);
     let copy = copy_release(&fx, &release, "one");
     let payload = sig_with_identical_layers(&fx, &copy, 256);
 
-    let proxy = CountingProxy::start(&fx.reg.addr);
     let listen = format!("127.0.0.1:{}", drover_tests::free_port());
-    let source = format!("{}/{REPO}:prod", proxy.addr);
     let _agent = Stop(fx.spawn(&source, &listen, &["--interval", "1s"]));
     let rejected = || metric(&listen, "drover_polls_total{result=\"Rejected\"}");
     wait_until(60, "three polls refusing the copy", || rejected() >= 3.0);

@@ -324,7 +324,7 @@ impl DirTarget {
                         (b, a) => {
                             // A file that does not parse is shown whole, unless it is to
                             // become a Secret (it may hold the old values).
-                            let raw = if a.as_ref().is_some_and(redact::is_secret) { redact::REDACTED.into() } else { String::from_utf8_lossy(&cur).into() };
+                            let raw = if a.as_ref().is_some_and(redact::holds_secret) { redact::REDACTED.into() } else { String::from_utf8_lossy(&cur).into() };
                             let before = b.map(|v| redact::redact_object(&v)).or(Some(raw));
                             vec![crate::diff::FieldChange { path: String::new(), before, after: a.map(|v| redact::redact_object(&v)) }]
                         }
