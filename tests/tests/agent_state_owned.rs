@@ -213,3 +213,28 @@ fn a_hold_file_that_is_a_link_to_dev_zero_or_a_fifo_keeps_the_agent_small_answer
     // The state directory is private whatever happened in it.
     assert_eq!(std::fs::metadata(fx.p("state")).unwrap().permissions().mode() & 0o777, 0o700);
 }
+
+#[test]
+fn a_state_volume_writable_by_all_is_accepted_as_the_parent_only_when_declared() {
+    let fx = Fx::new();
+    fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    // A Kubernetes emptyDir as the pod sees it: root-owned, writable by all, not sticky.
+    let volume = fx.p("volume");
+    std::fs::create_dir(&volume).unwrap();
+    chmod(&volume, 0o2777);
+    let state = volume.join("state");
+    let out = once_at(&fx, &state, &fx.p("out"));
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains(&volume.display().to_string()) && out.stderr.contains("not sticky"), "{}", out.stderr);
+    assert!(!state.exists(), "nothing created in it");
+    // The shipped DaemonSet declares it (sharedStateParent): the state directory below is
+    // the agent's, private.
+    let mut args = fx.agent_args(&fx.tag_ref);
+    let i = args.iter().position(|a| a == "--state-dir").unwrap();
+    args[i + 1] = state.display().to_string();
+    args.extend(["--once", "--shared-state-parent"].map(String::from));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = drover_tests::run("drover-agent", &refs, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(std::fs::metadata(&state).unwrap().mode() & 0o7777, 0o700);
+}
