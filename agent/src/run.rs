@@ -113,9 +113,9 @@ pub(crate) fn terminated() -> impl std::future::Future<Output = ()> {
 /// (default [`DEFAULT_LISTEN`]; a one-shot run only when `--listen` is given). Returns
 /// the bound address.
 async fn serve_http(settings: &Settings, state: &StateDir, once: bool, shared: Arc<Shared>) -> anyhow::Result<Option<SocketAddr>> {
-    let (app, probes) = (crate::serve::router(shared.clone()), crate::serve::probes(shared));
+    let (app, probes) = (crate::serve::router(shared.clone()), crate::serve::probes(shared.clone()));
     let local = crate::local::listen(state).with_context(|| format!("cannot listen on {}", state.path().join(crate::local::SOCKET).display()))?;
-    tokio::spawn(crate::serve::serve(local, app.clone(), probes.clone(), crate::serve::Limits::default()));
+    tokio::spawn(crate::serve::serve(local, crate::serve::local_router(shared), probes.clone(), crate::serve::Limits::default()));
     let wanted = match settings.listen {
         Some(a) => a,
         None if once => return Ok(None),

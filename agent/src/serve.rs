@@ -204,6 +204,13 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// The routes of the local channel ([`crate::local`]): the port's, plus any command that
+/// only the agent's own user may send (it is reached through the private state
+/// directory). None yet.
+pub fn local_router(shared: Arc<Shared>) -> Router {
+    router(shared)
+}
+
 /// The router.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
