@@ -67,14 +67,14 @@ pub fn claim(path: &Path, what: &str, shared_parent: bool) -> Result<OwnedFd, Ow
     let abs = std::path::absolute(path).map_err(io_at(path))?;
     let refused = |message: String| OwnedError::Refused { path: path.display().to_string(), message };
     let shared = if shared_parent { abs.parent().map(Path::to_path_buf) } else { None };
-    // Before anything is created: the existing part of the way must be safe.
-    let existing = abs.ancestors().skip(1).find(|a| std::fs::symlink_metadata(a).is_ok()).unwrap_or(Path::new("/"));
-    way(existing, shared.as_deref()).map_err(|m| refused(format!("{m}; refusing it as the {what}")))?;
+    let check = |dir: &Path| way(dir, shared.as_deref()).map_err(|m| refused(format!("{m}; refusing it as the {what}")));
     if std::fs::symlink_metadata(&abs).is_err() {
+        // Before anything is created: the existing part of the way must be safe.
+        check(abs.ancestors().skip(1).find(|a| std::fs::symlink_metadata(a).is_ok()).unwrap_or(Path::new("/")))?;
         crate::private::create_dir_all(&abs).map_err(io_at(path))?;
     }
     if let Some(parent) = abs.parent() {
-        way(parent, shared.as_deref()).map_err(|m| refused(format!("{m}; refusing it as the {what}")))?;
+        check(parent)?;
     }
     let fd = fsat::open_root(&abs).map_err(|e| {
         let link = std::fs::symlink_metadata(&abs).is_ok_and(|m| m.file_type().is_symlink());

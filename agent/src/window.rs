@@ -146,7 +146,7 @@ impl Windows {
     /// names the window (1-based), its duration and the interval.
     pub fn polled_every(&self, interval: Duration) -> Result<(), String> {
         for (i, w) in self.windows.iter().enumerate() {
-            if w.duration < interval * 2 {
+            if w.duration < interval.saturating_mul(2) {
                 return Err(format!(
                     "window {} ({}): duration {} is shorter than twice the poll interval (interval {}): a poll lands in it only by chance, \
                      so a new bundle could wait for a window forever. Make the window at least {} long, or poll more often (--interval)",
@@ -154,7 +154,7 @@ impl Windows {
                     w.spec,
                     humantime::format_duration(w.duration),
                     humantime::format_duration(interval),
-                    humantime::format_duration(interval * 2)
+                    humantime::format_duration(interval.saturating_mul(2))
                 ));
             }
         }

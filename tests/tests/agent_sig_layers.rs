@@ -89,6 +89,7 @@ fn a_sig_with_256_identical_layers_costs_a_handful_of_gets_over_three_polls() {
     assert_eq!(st["lastAttempt"]["digest"], copy.as_str(), "{st:#}");
     assert_eq!(st["lastAttempt"]["result"], "Rejected", "{st:#}");
     let blob_gets = gets(&proxy, &format!("/blobs/{payload}"));
+    eprintln!("256 identical layers, three polls: {blob_gets} payload GETs, {} .sig GETs", gets(&proxy, &format!("/manifests/sha256-{}.sig", &copy[7..])));
     assert!(blob_gets <= 4, "{blob_gets} GETs of the one payload over three polls ({} requests in all)", proxy.count());
     let reason = st["lastAttempt"]["reason"].as_str().unwrap_or("");
     assert!(reason.contains("256") && reason.contains("layers"), "the refusal names the layer count: {reason}");
@@ -105,5 +106,6 @@ fn a_sig_with_256_identical_layers_costs_a_handful_of_gets_over_three_polls() {
     assert_eq!(st["lastAttempt"]["result"], "Rejected", "{st:#}");
     assert_eq!(st["appliedDigest"], release.as_str(), "the release stays applied: {st:#}");
     let blob_gets = gets(&proxy, &format!("/blobs/{payload2}"));
+    eprintln!("64 identical layers, three polls or more: {blob_gets} payload GETs");
     assert_eq!(blob_gets, 1, "one GET per distinct payload, and none on the polls after the refusal");
 }

@@ -196,6 +196,7 @@ fn survives_hold_file(fx: &Fx, what: &str, make: impl Fn(&Path)) {
     let reason = st["held"]["reason"].as_str().unwrap_or("");
     assert!(reason.contains("hold.json"), "{what}: held, saying which file cannot be read: {st:#}");
     let peak = peak_rss(agent.id()).expect("the agent runs");
+    eprintln!("{what}: peak resident memory {} KiB", peak >> 10);
     assert!(peak < 64 << 20, "{what}: the agent peaked at {} MiB", peak >> 20);
     assert_eq!(terminate(&mut agent), Some(0), "{what}: exits 0 on SIGTERM:\n{}", log());
 }
