@@ -26,6 +26,8 @@ pub struct Settings {
     pub target: TargetSpec,
     /// State directory (one database for every source).
     pub state_dir: PathBuf,
+    /// The state directory's parent may be writable by others (`--shared-state-parent`).
+    pub shared_state_parent: bool,
     /// HTTP listen address, when given (`run` defaults to [`DEFAULT_LISTEN`]; a one-shot
     /// run serves HTTP only when asked).
     pub listen: Option<SocketAddr>,
@@ -135,6 +137,7 @@ impl Settings {
         Ok(Settings {
             target,
             state_dir,
+            shared_state_parent: c.shared_state_parent.unwrap_or(false),
             listen,
             log_format,
             leader_election: lease(c.leader_election, c.lease_namespace.clone(), c.lease_name.clone(), c.lease_duration.clone())?,

@@ -1,5 +1,6 @@
 //! The sources an agent runs with, recorded in its state directory ([`FILE`], JSON, mode
-//! 0600, written at start to a temporary file and renamed into place) for the commands
+//! 0600, written at start to a temporary file and renamed into place, read relative to
+//! the directory and bounded: [`crate::statedir`]) for the commands
 //! that name a source with `--source NAME` without asking the agent (`hold`, `release`,
 //! and `status`/`history` reading the database when no agent answers): a name that is
 //! not there is refused, listing the names that are.
@@ -9,6 +10,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::config::SourceSettings;
+use crate::fsat::Found;
+use crate::statedir::StateDir;
 
 /// The file in the state directory.
 pub const FILE: &str = "sources.json";
@@ -26,24 +29,28 @@ pub struct Configured {
     pub depends_on: Vec<String>,
 }
 
-/// Records `sources` in `state_dir` (best effort: a failure is logged; the commands then
-/// say the list is missing).
-pub fn write(state_dir: &Path, sources: &[SourceSettings]) {
+/// Largest record read (names and references of the sources).
+const MAX_FILE: u64 = 1 << 20;
+
+/// Records `sources` in the state directory (best effort: a failure is logged; the
+/// commands then say the list is missing).
+pub fn write(state: &StateDir, sources: &[SourceSettings]) {
     let list: Vec<Configured> =
         sources.iter().map(|s| Configured { name: s.name.clone(), source: s.source.clone(), depends_on: s.depends_on.clone() }).collect();
     let body = serde_json::to_vec_pretty(&list).expect("the list serializes");
-    let tmp = state_dir.join(format!(".{FILE}.{}", std::process::id()));
-    let written = crate::private::write_file(&tmp, &body).and_then(|_| std::fs::rename(&tmp, state_dir.join(FILE)));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        tracing::warn!("cannot record the configured sources in {}: {e} (`--source NAME` of hold and release will not find them)", state_dir.display());
+    if let Err(e) = state.replace(FILE, &body) {
+        tracing::warn!("cannot record the configured sources in {}: {e} (`--source NAME` of hold and release will not find them)", state.path().display());
     }
 }
 
-/// The sources recorded in `state_dir`; None when there is no (readable) record.
+/// The sources recorded in `state_dir`; None when there is no record the agent wrote
+/// (read relative to the directory, not through a link, bounded: [`crate::statedir`]).
 pub fn read(state_dir: &Path) -> Option<Vec<Configured>> {
-    let data = std::fs::read(state_dir.join(FILE)).ok()?;
-    serde_json::from_slice(&data).ok()
+    let state = StateDir::existing(state_dir).ok()?;
+    match state.read(FILE, MAX_FILE).ok()? {
+        Found::Ours(data) => serde_json::from_slice(&data).ok(),
+        _ => None,
+    }
 }
 
 /// Checks that `name` is one of the sources recorded in `state_dir`.

@@ -6,7 +6,9 @@
 //!   into place): it holds every source of the agent; with `--source NAME` it writes
 //!   `hold-NAME.json` and holds that source only. `drover-agent release --state-dir DIR
 //!   [--source NAME]` removes it (without `--source`: every hold file). The running agent
-//!   reads them on every poll (sled is locked by the agent; these files are not);
+//!   reads them on every poll (sled is locked by the agent; these files are not), relative
+//!   to the state directory ([`crate::statedir`]): not through a link, not blocking on a
+//!   FIFO, at most [`MAX_FILE`] bytes — anything else there is an unreadable hold;
 //! - the kube target: the annotation [`ANN_HOLD`] (`drover.dev/hold: "<reason>"`) on the
 //!   agent's in-cluster state ConfigMap ([`Target::read_hold`]), for an operator who only
 //!   has kubectl;
@@ -28,7 +30,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::private;
+use crate::fsat::Found;
+use crate::statedir::StateDir;
 use crate::targets::Target;
 use crate::window::{WindowState, Windows};
 
@@ -38,6 +41,8 @@ pub const FILE: &str = "hold.json";
 pub const ANN_HOLD: &str = "drover.dev/hold";
 /// Longest reason accepted (a reason is shown in status and in fleet reports).
 pub const MAX_REASON: usize = 300;
+/// Largest hold file read (a hold is a reason and a time).
+pub const MAX_FILE: u64 = 16 << 10;
 
 /// Why the hold file cannot be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -141,12 +146,16 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> HoldError + '_ {
     move |e| HoldError::Io { path: path.display().to_string(), message: e.to_string() }
 }
 
-/// The hold file of `source` (None: of the whole agent).
-fn file(dir: &Path, source: Option<&str>) -> PathBuf {
+/// The name of the hold file of `source` in the state directory (None: of the whole agent).
+fn file_name(source: Option<&str>) -> String {
     match source {
-        Some(name) => dir.join(format!("hold-{name}.json")),
-        None => dir.join(FILE),
+        Some(name) => format!("hold-{name}.json"),
+        None => FILE.to_string(),
     }
+}
+
+fn open(dir: &Path) -> Result<StateDir, HoldError> {
+    StateDir::existing(dir).map_err(io_err(dir))
 }
 
 /// Refuses a directory that is not an agent's state directory (hold and release act only
@@ -188,13 +197,8 @@ pub fn hold(dir: &Path, source: Option<&str>, reason: &str) -> Result<Hold, Hold
         _ => drover_proto::time::now_rfc3339(),
     };
     let body = serde_json::to_vec_pretty(&FileHold { reason: reason.to_string(), since: since.clone() }).expect("hold serializes");
-    let path = file(dir, source);
-    let tmp = dir.join(format!(".{}.{}", path.file_name().and_then(|n| n.to_str()).unwrap_or(FILE), std::process::id()));
-    private::write_file(&tmp, &body).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, &path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_err(&path)(e)
-    })?;
+    let name = file_name(source);
+    open(dir)?.replace(&name, &body).map_err(io_err(&dir.join(&name)))?;
     Ok(Hold::new(reason.to_string(), since, HoldOrigin::File))
 }
 
@@ -203,11 +207,11 @@ pub fn hold(dir: &Path, source: Option<&str>, reason: &str) -> Result<Hold, Hold
 pub fn release(dir: &Path, source: Option<&str>) -> Result<Option<Hold>, HoldError> {
     state_dir(dir)?;
     let held = read_file(dir, source).unwrap_or(None);
-    let path = file(dir, source);
-    match fs::remove_file(&path) {
-        Ok(()) => Ok(held.or_else(|| Some(Hold::new(String::new(), String::new(), HoldOrigin::File)))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(&path)(e)),
+    let name = file_name(source);
+    match open(dir)?.remove(&name) {
+        Ok(true) => Ok(held.or_else(|| Some(Hold::new(String::new(), String::new(), HoldOrigin::File)))),
+        Ok(false) => Ok(None),
+        Err(e) => Err(io_err(&dir.join(&name))(e)),
     }
 }
 
@@ -227,11 +231,14 @@ pub fn held_sources(dir: &Path) -> Vec<String> {
 /// The hold file's hold of `source` (None: the agent-wide one), `None` when there is no
 /// such hold file.
 pub fn read_file(dir: &Path, source: Option<&str>) -> Result<Option<Hold>, HoldError> {
-    let path = file(dir, source);
-    let data = match fs::read(&path) {
-        Ok(d) => d,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(&path)(e)),
+    let name = file_name(source);
+    let path = dir.join(&name);
+    let corrupt = |message: String| HoldError::Corrupt { path: path.display().to_string(), message };
+    let data = match open(dir)?.read(&name, MAX_FILE).map_err(io_err(&path))? {
+        Found::Missing => return Ok(None),
+        Found::Ours(d) => d,
+        Found::TooLarge => return Err(corrupt(format!("larger than {MAX_FILE} bytes"))),
+        Found::Foreign(what) => return Err(corrupt(format!("it is {what}, not a file `drover-agent hold` writes"))),
     };
     let h: FileHold = serde_json::from_slice(&data).map_err(|e| HoldError::Corrupt { path: path.display().to_string(), message: e.to_string() })?;
     Ok(Some(Hold::new(h.reason, h.since, HoldOrigin::File)))

@@ -23,6 +23,7 @@ use crate::report::{Observed, Reporter};
 use crate::resolve::Source;
 use crate::runner::{Control, ReportKey, Runner};
 use crate::shared::{Shared, SourceShared};
+use crate::statedir::StateDir;
 use crate::status::SourceStatus;
 use crate::verify::Expectations;
 
@@ -49,10 +50,14 @@ pub(crate) fn terminated() -> impl std::future::Future<Output = ()> {
     }
 }
 
-/// Serves HTTP on `--listen` (default [`DEFAULT_LISTEN`]; a one-shot run only when
-/// `--listen` is given) and records the bound address in the state directory, so
-/// `drover-agent status --state-dir DIR` finds this agent. Returns the bound address.
-async fn serve_http(settings: &Settings, once: bool, shared: Arc<Shared>) -> anyhow::Result<Option<SocketAddr>> {
+/// Serves the local channel (the socket in the state directory, [`crate::local`]: how
+/// `drover-agent status --state-dir DIR` reaches this agent), and HTTP on `--listen`
+/// (default [`DEFAULT_LISTEN`]; a one-shot run only when `--listen` is given). Returns
+/// the bound address.
+async fn serve_http(settings: &Settings, state: &StateDir, once: bool, shared: Arc<Shared>) -> anyhow::Result<Option<SocketAddr>> {
+    let (app, probes) = (crate::serve::router(shared.clone()), crate::serve::probes(shared.clone()));
+    let local = crate::local::listen(state).with_context(|| format!("cannot listen on {}", state.path().join(crate::local::SOCKET).display()))?;
+    tokio::spawn(crate::serve::serve(local, crate::serve::local_router(shared), probes.clone(), crate::serve::Limits::default()));
     let wanted = match settings.listen {
         Some(a) => a,
         None if once => return Ok(None),
@@ -60,9 +65,7 @@ async fn serve_http(settings: &Settings, once: bool, shared: Arc<Shared>) -> any
     };
     let listener = tokio::net::TcpListener::bind(wanted).await.with_context(|| format!("cannot listen on {wanted} (--listen)"))?;
     let bound = listener.local_addr().context("the bound listen address")?;
-    crate::query::write_endpoint(&settings.state_dir, bound);
-    let app = crate::serve::router(shared);
-    tokio::spawn(crate::serve::serve(listener, app, crate::serve::Limits::default()));
+    tokio::spawn(crate::serve::serve(listener, app, probes, crate::serve::Limits::default()));
     Ok(Some(bound))
 }
 
@@ -146,6 +149,7 @@ async fn follow_role(mut leader: tokio::sync::watch::Receiver<bool>, shared: Arc
 /// Runs the agent until SIGTERM (or one cycle of every source with `once`). Returns the
 /// exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
+    let statedir = StateDir::claim(&settings.state_dir, settings.shared_state_parent).context("--state-dir")?;
     let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
     let mut clients = Clients::new(&settings, true).await?;
     let metrics = Arc::new(Metrics::new());
@@ -157,7 +161,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         runners.push(runner);
         sources.push(shared);
     }
-    crate::configured::write(&settings.state_dir, &settings.sources);
+    crate::configured::write(&statedir, &settings.sources);
     let state_dir = std::fs::canonicalize(&settings.state_dir).unwrap_or_else(|_| settings.state_dir.clone());
     let target = match (&settings.target, runners.as_slice()) {
         (_, [one]) => one.pipeline.target.describe(),
@@ -166,7 +170,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     };
     let shared = Arc::new(Shared { state_dir: state_dir.display().to_string(), target: target.clone(), role: Mutex::new(String::new()), metrics, store: store.clone(), sources });
     shared.set_role("single");
-    let listen = serve_http(&settings, once, shared.clone()).await?;
+    let listen = serve_http(&settings, &statedir, once, shared.clone()).await?;
     let listen_text = listen.map(|a| a.to_string()).unwrap_or_else(|| "-".into());
     let names: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
     match settings.sources.as_slice() {
@@ -225,9 +229,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     if let Some(first) = ended.first() {
         first.pipeline.target.flush_events(Duration::from_secs(5)).await;
     }
-    if listen.is_some() {
-        crate::query::remove_endpoint(&settings.state_dir);
-    }
+    crate::local::close(&statedir);
     let code = if once && !ended.iter().all(|e| e.ok()) { 1 } else { 0 };
     for mut e in ended {
         if !e.pipeline.write_unsaved() {

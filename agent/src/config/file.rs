@@ -17,7 +17,8 @@ use super::source::{valid_name, SourceSettings};
 
 /// Fields that hold for the whole agent (one process, one database, one HTTP server, one
 /// leader election): set at the top level, refused in a `sources:` entry.
-pub const AGENT_WIDE: &[&str] = &["target", "stateDir", "listen", "logFormat", "leaderElection", "leaseNamespace", "leaseName", "leaseDuration"];
+pub const AGENT_WIDE: &[&str] =
+    &["target", "stateDir", "sharedStateParent", "listen", "logFormat", "leaderElection", "leaseNamespace", "leaseName", "leaseDuration"];
 
 /// One entry of `sources:`, read but not yet merged with the defaults.
 #[derive(Debug, Clone, PartialEq)]

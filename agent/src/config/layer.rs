@@ -87,9 +87,14 @@ pub struct ConfigLayer {
     /// Where to apply: kube or dir:PATH.
     #[arg(long, env = "DROVER_TARGET")]
     pub target: Option<String>,
-    /// Directory of the agent's database.
+    /// Directory of the agent's database (the agent's own: created 0700; refused when
+    /// another user owns it or may write it or a directory on the way to it).
     #[arg(long, env = "DROVER_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The state directory's parent is a volume only this pod sees, writable by others by
+    /// its mode (a Kubernetes emptyDir: root-owned, 0777): accept that one directory.
+    #[arg(long, env = "DROVER_SHARED_STATE_PARENT", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub shared_state_parent: Option<bool>,
     /// Poll interval (jittered), e.g. 30s.
     #[arg(long, env = "DROVER_INTERVAL")]
     pub interval: Option<String>,

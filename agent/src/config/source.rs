@@ -231,7 +231,10 @@ impl SourceSettings {
         if field_manager.is_empty() {
             return Err(invalid("fieldManager", "field-manager", "must not be empty"));
         }
-        let apply_windows = Windows::parse(c.apply_windows.as_deref().unwrap_or_default()).map_err(|m| invalid("applyWindows", "apply-window", m))?;
+        let interval = duration("interval", "interval", c.interval, "30s")?;
+        let apply_windows = Windows::parse(c.apply_windows.as_deref().unwrap_or_default())
+            .and_then(|w| w.polled_every(interval).map(|_| w))
+            .map_err(|m| invalid("applyWindows", "apply-window", m))?;
         Ok(SourceSettings {
             named: name.is_some(),
             name: name.unwrap_or_else(|| DEFAULT_NAME.into()),
@@ -245,7 +248,7 @@ impl SourceSettings {
             insecure_skip_verify,
             expect_cluster_type: c.expect_cluster_type,
             expect_environment: c.expect_environment,
-            interval: duration("interval", "interval", c.interval, "30s")?,
+            interval,
             resync: duration_or_zero("resync", "resync", c.resync, "10m")?,
             drift_mode: drift_mode(c.drift_mode.as_deref())?,
             apply_windows,
