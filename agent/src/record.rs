@@ -437,7 +437,7 @@ impl Store {
                     found.push((attempt_id(&k), v));
                 }
             }
-            found.sort_by(|a, b| b.0.cmp(&a.0));
+            found.sort_by_key(|f| std::cmp::Reverse(f.0));
             found
                 .into_iter()
                 .take(limit)
