@@ -26,6 +26,7 @@ impl Pipeline {
         let attempt = Attempt {
             id: 0,
             source: state.source.clone(),
+            name: String::new(),
             summary: summary.clone(),
             stage: at.stage.into(),
             resync: at.resync,
@@ -47,7 +48,7 @@ impl Pipeline {
             StageError::Rejected { reason, message } => {
                 tracing::error!(reason, "bundle refused: {message}");
                 self.shared.metrics.verification_failure(reason);
-                self.rejected = Some((at.digest.clone(), reason));
+                self.rejected = Some(crate::refused::Refused::record(self.rejected.take(), &at.digest, reason, message, at.stage));
                 (AttemptResult::Rejected, false)
             }
             StageError::Unreachable(m) => {
@@ -121,7 +122,12 @@ impl Pipeline {
                 a.summary.writes = Some(sent);
             }
         }
+        if let Some(a) = attempt.as_mut() {
+            a.name = self.shared.name.clone();
+        }
         let mut state = state.clone();
+        state.name = self.shared.name.clone();
+        state.waiting = self.waiting_on.clone();
         state.last_attempt = Some(summary);
         let mut b = self.unsaved.take().unwrap_or_default();
         b.push(state, attempt.clone());
