@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::channel::{write, ChannelError};
 use crate::error::StoreError;
 use crate::keys::PrivateKey;
 use crate::media;
@@ -204,14 +203,11 @@ pub async fn read(repo: &Repo, policy: &TrustPolicy) -> Result<Held, StoreError>
 }
 
 /// Writes `roster` into the reports repository `repo`, signed with `key`: document,
-/// signature, tag (the channel write order). Returns the roster manifest's digest and the
+/// signature, tag ([`signed::write`]). Returns the roster manifest's digest and the
 /// signature made.
-pub async fn write(repo: &Repo, roster: &Roster, key: &PrivateKey) -> Result<(String, SignatureInfo), ChannelError> {
-    let doc = roster.to_bytes();
-    let manifest = signed::manifest_for(&KIND, &doc, &roster.time);
-    let digest = crate::digest::sha256_digest(&manifest);
-    let signature = write::write_signed(repo, &manifest, vec![doc], Some(key), None, &[TAG]).await?.expect("a key was given");
-    Ok((digest, signature))
+pub async fn write(repo: &Repo, roster: &Roster, key: &PrivateKey) -> Result<(String, SignatureInfo), StoreError> {
+    let written = signed::write(repo, &KIND, roster.to_bytes(), &roster.time, key, TAG, false).await?;
+    Ok((written.digest, written.signature))
 }
 
 #[cfg(test)]
