@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::model::{
-    ClusterTypeDoc, EnvironmentDoc, FleetDoc, OverrideDoc, WorkloadDoc, API_VERSION,
-};
+use super::model::{ClusterTypeDoc, EnvironmentDoc, OverrideDoc, WorkloadDoc, API_VERSION};
 use super::command::CommandRenderer;
 use super::selector::LabelSelector;
 use super::template::{self, template_error};
@@ -225,18 +223,8 @@ impl Platform {
             return Err(err(&root.display().to_string(), "not a directory (expected a platform with fleet.yaml)"));
         }
         let (fleet_path, text) = read_text(root, "fleet.yaml")?;
-        let fleet: FleetDoc = parse_doc(&fleet_path, &text)?;
-        check_header(&fleet_path, &fleet.api_version, &fleet.kind, "Fleet")?;
+        let fleet = super::membership::parse(&fleet_path, &text)?;
         let environments = fleet.spec.environments.clone();
-        if environments.is_empty() {
-            return Err(err(&fleet_path, "spec.environments is empty; list the environments in promotion order, e.g. [dev, staging, prod]"));
-        }
-        for (i, e) in environments.iter().enumerate() {
-            check_name(&fleet_path, "environment", e)?;
-            if environments[..i].contains(e) {
-                return Err(err(&fleet_path, format!("spec.environments lists {e:?} twice")));
-            }
-        }
 
         let mut env = template::environment().map_err(|e| err(&fleet_path, e.to_string()))?;
 
@@ -262,6 +250,8 @@ impl Platform {
         if cluster_types.is_empty() {
             return Err(err(&root.join("cluster-types").display().to_string(), "no cluster types (add cluster-types/<name>.yaml with kind: ClusterType)"));
         }
+        let type_names = cluster_types.keys().cloned().collect();
+        super::membership::check_clusters(&fleet_path, &fleet.spec.clusters, &environments, &type_names)?;
 
         // Environments: one file per environment of fleet.yaml, no others.
         let mut environment_levels = BTreeMap::new();

@@ -78,11 +78,6 @@ impl Standing {
     }
 }
 
-/// The first 12 hex digits of a key fingerprint.
-fn short(fp: &str) -> &str {
-    &fp[..fp.len().min(12)]
-}
-
 /// Why a report's times are impossible at `now` (Unix seconds), if they are.
 pub fn time_problem(r: &super::Report, now: i64) -> Option<String> {
     let ahead = |field: &str, at: &str| {
@@ -126,13 +121,14 @@ impl Roster {
         match self.clusters.get(&tag) {
             Some(fp) if fp == key.fingerprint() => Standing::Trusted,
             Some(fp) => Standing::Untrusted(format!(
-                "signed with report key {}, but the roster enrolls {} for {tag}: if its agent's key really changed, `drover fleet enroll --cluster {tag}` again",
-                short(key.fingerprint()),
-                short(fp)
+                "signed with report key {}, but the roster enrolls {fp} for {tag}: if its agent's key really changed, `drover fleet enroll --cluster {tag}={}` again",
+                key.fingerprint(),
+                key.fingerprint()
             )),
             None => Standing::Untrusted(format!(
-                "not enrolled: its report key is {}; compare it with its agent's log, then `drover fleet enroll --cluster {tag}`",
-                short(key.fingerprint())
+                "not enrolled: its report key is {}; compare it with its agent's log, then `drover fleet enroll --cluster {tag}={}`",
+                key.fingerprint(),
+                key.fingerprint()
             )),
         }
     }
@@ -154,9 +150,10 @@ impl Roster {
     }
 }
 
-/// Why `received` cannot count whatever a roster says (`None`: it is signed, within the
-/// limits and in time; whether its key is enrolled is the roster's question).
-fn prejudge(received: &Received, now: i64) -> Option<String> {
+/// Why `received` cannot count whatever a roster (or a declared membership) says
+/// (`None`: it is signed, within the limits and in time; whether its key is the cluster's
+/// is the roster's, or the Fleet file's, question).
+pub fn prejudge(received: &Received, now: i64) -> Option<String> {
     if let Some(why) = time_problem(&received.report, now) {
         return Some(why);
     }
