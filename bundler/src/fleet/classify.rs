@@ -72,8 +72,8 @@ pub enum Known<'a> {
     Report(&'a Report),
     /// Reports that do not count, and why (`None`: one of many, not named).
     Untrusted(Option<&'a str>),
-    /// No report at all (a declared cluster).
-    Missing,
+    /// No usable report (a declared cluster); what its tag holds instead, if anything.
+    Missing(Option<&'a str>),
 }
 
 /// The bundle the clusters of a channel should run.
@@ -139,13 +139,13 @@ fn object_name(f: &FailingObject) -> String {
 /// declared) for `target` (`None`: no cluster of the group runs anything yet) at `now`.
 pub fn classify(known: Known, group: &Group, declared_in: Option<&str>, target: Option<&Target>, bar: &Bar, now: i64) -> Classification {
     let r = match known {
-        Known::Missing => {
+        Known::Missing(unusable) => {
             let file = declared_in.unwrap_or("the Fleet file");
-            return Classification::new(
-                Class::Missing,
-                format!("missing: no report (declared in {file}; does its agent run with --cluster-name and write to the reports repository read here?)"),
-                None,
-            );
+            let reason = match unusable {
+                Some(why) => format!("missing: no usable report (its tag {why})"),
+                None => format!("missing: no report (declared in {file}; does its agent run with --cluster-name and write to the reports repository read here?)"),
+            };
+            return Classification::new(Class::Missing, reason, None);
         }
         Known::Untrusted(Some(why)) => return Classification::new(Class::Untrusted, format!("untrusted report, not counted: {why}"), None),
         Known::Untrusted(None) => return Classification::new(Class::Untrusted, "untrusted report, not counted".into(), None),

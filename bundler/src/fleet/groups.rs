@@ -54,7 +54,7 @@ fn declared<'a>(reading: &'a Reading, tag: &'a str, cluster_name: &'a str) -> Sl
     let known = match (reading.trusted.get(tag), reading.declared_untrusted.get(tag)) {
         (Some(r), _) => Known::Report(r),
         (None, Some(why)) => Known::Untrusted(Some(why)),
-        (None, None) => Known::Missing,
+        (None, None) => Known::Missing(reading.declared_unusable.get(tag).map(String::as_str)),
     };
     Slot { tag, cluster_name, known }
 }

@@ -41,6 +41,9 @@ pub struct Reading {
     pub trusted: BTreeMap<String, Report>,
     /// Declared clusters without a report that counts: why their reports do not count.
     pub declared_untrusted: BTreeMap<String, String>,
+    /// Declared clusters whose tag holds something unusable (another cluster's report, a
+    /// broken one): why.
+    pub declared_unusable: BTreeMap<String, String>,
     /// Every other cluster whose reports do not count (by tag), with the group its report
     /// claims: never counted with `--fleet`; without it, one of its group's clusters.
     pub untrusted: BTreeMap<String, Group>,
@@ -95,6 +98,7 @@ impl Reading {
     fn settle(&mut self) {
         let trusted = &self.trusted;
         self.declared_untrusted.retain(|t, _| !trusted.contains_key(t));
+        self.declared_unusable.retain(|t, _| !trusted.contains_key(t));
         self.untrusted.retain(|t, _| !trusted.contains_key(t));
         self.why.retain(|t, _| !trusted.contains_key(t));
     }
@@ -122,6 +126,12 @@ pub async fn load(sources: &[String], client: &RegistryClient, judge: &Judge<'_>
             let received = match outcome {
                 Ok(r) => r,
                 Err(u) => {
+                    if let Judge::Declared(m) = judge {
+                        let tag = u.name.rsplit(':').next().unwrap_or(&u.name);
+                        if m.get(tag).is_some() {
+                            reading.declared_unusable.entry(tag.to_string()).or_insert_with(|| u.reason.clone());
+                        }
+                    }
                     reading.unreadable += 1;
                     keep_first(&mut reading.unreadable_named, format!("{s}: {}", u.name), u.reason);
                     continue;

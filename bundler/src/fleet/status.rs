@@ -212,7 +212,7 @@ pub fn build(reading: &Reading, membership: Option<&Membership>, env: Option<&st
                     s.untrusted += 1;
                     None
                 }
-                Known::Missing => {
+                Known::Missing(_) => {
                     s.missing += 1;
                     None
                 }

@@ -172,8 +172,15 @@ pub fn check(placement: &Placement, repo: &Repo, channel: &str, digest: &str, se
             "{digest} is on channel {channel} ({at}), but its channel statement {reference} does not count: {reason}"
         )),
         Placement::Trusted { reference, statement, .. } => {
-            if statement.places(&repo.repository_name(), channel, digest, sequence) {
+            let repository = repo.repository_name();
+            if statement.places(&repository, channel, digest, sequence) {
                 return Ok(statement.clone());
+            }
+            if statement.repository.is_empty() {
+                return Err(format!(
+                    "{digest} is on channel {channel} ({at}), but its signed channel statement {reference} names no repository (it was signed into an OCI layout), \
+                     so it places nothing in {repository}: a placement is bound to the repository it was signed for. Place it here: `drover promote SOURCE {at} --key KEY --trust-key PUB`"
+                ));
             }
             Err(format!(
                 "{digest} (sequence {sequence}) is on channel {channel} ({at}), but the signed channel statement {reference} places {} (sequence {}, {}, repository {}) there: \
