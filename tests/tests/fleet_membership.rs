@@ -14,7 +14,8 @@
 //!   repository, is refused by that repository's agent; an older statement is never
 //!   imported over a newer one;
 //! - `promote` from a channel whose statement was deleted refuses by default (also under
-//!   the health gate, which promotes by digest).
+//!   the health gate, which promotes by digest); the cluster that refused that channel's
+//!   bundle is `behind` in `fleet status -o json`, with its last attempt's result and reason.
 
 mod fleet_support;
 
@@ -357,14 +358,25 @@ fn placements_are_bound_to_a_repository_and_never_imported_lower() {
 #[test]
 fn promote_refuses_a_source_channel_whose_statement_was_deleted() {
     let (_reg, _tmp, f) = world();
-    let d1 = f.push("edge", "prod", "prod-hotfix", 1, &workload("app", "1", None));
+    f.push("edge", "prod", "prod-hotfix", 1, &workload("app", "1", None));
     f.agent_ok("h1", "edge", "prod", "prod-hotfix", Target::Dir, &[]);
     let file = f.fleet_file(&["edge"]);
     f.enroll_fleet(&file, &["--all-pending"]);
+    let d2 = f.push("edge", "prod", "prod-hotfix", 2, &workload("app", "2", None));
     // The attacker deletes the hotfix channel's statement (raw HTTP).
     let (bytes, _) = rawreg::manifest(&f.reg, "fleet/edge", "prod-hotfix.statement").unwrap();
     let deleted = rawreg::request(&f.reg, "DELETE", &format!("/v2/fleet/edge/manifests/{}", rawreg::digest(&bytes)), &[], b"").unwrap();
     assert_eq!(deleted.status, 202);
+    // Its agent refuses the bundle; fleet status says so, with the reason, and classifies
+    // the cluster against what the channel holds.
+    let out = f.agent("h1", "edge", "prod", "prod-hotfix", Target::Dir, &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let st = f.status_fleet(&file, &["--trust-key", &f.pubkey()]);
+    let row = Fleet::row(&st, "edge", "h1");
+    assert_eq!((row["class"].as_str(), row["lastResult"].as_str()), (Some("behind"), Some("Rejected")), "{row:#}");
+    assert!(row["lastReason"].as_str().unwrap().contains("prod-hotfix.statement does not exist"), "{row:#}");
+    assert!(row["reason"].as_str().unwrap().contains("its last attempt on it: Rejected"), "{row:#}");
+    assert_eq!((st["summary"][0]["target"]["from"].as_str(), st["summary"][0]["target"]["sequence"].as_u64()), (Some("channel"), Some(2)), "{st:#}");
     let src = f.channel("edge", "prod-hotfix");
     let (key, public) = (f.key(), f.pubkey());
     let promote = |extra: &[&str]| {
@@ -381,6 +393,6 @@ fn promote_refuses_a_source_channel_whose_statement_was_deleted() {
     // The documented migration flag, deliberately.
     let out = promote(&["--migrate-unplaced-source", "-o", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(out.json()["digest"], d1.as_str());
+    assert_eq!(out.json()["digest"], d2.as_str());
     assert!(out.stderr.contains("not checked"), "{}", out.stderr);
 }

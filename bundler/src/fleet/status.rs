@@ -6,8 +6,9 @@
 //! leftover included), or whose signature does not count — is listed apart, counted and
 //! the first [`super::read::NAMED`] named, never as a row.
 //!
-//! Each channel's clusters are classified against the newest sequence one of them runs
-//! (what its peers run: `behind` means behind them), with the soak given (default none).
+//! Each channel's clusters are classified against the bundle the channel holds, when the
+//! command could read it (verified), else against the newest sequence one of them runs
+//! (`behind` then means behind its peers), with the soak given (default none).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,7 +16,7 @@ use drover_proto::report::store::Unreadable;
 use drover_proto::report::ReportHealth;
 use serde::Serialize;
 
-use super::classify::{classify, is_stale, Bar, Class, Known};
+use super::classify::{classify, is_stale, Bar, Class, Known, Target};
 use super::groups::{self, peer_target};
 use super::members::{Group, Membership};
 use super::read::Reading;
@@ -104,8 +105,24 @@ pub struct SummaryRow {
     pub ready: usize,
     /// Clusters by class.
     pub classes: BTreeMap<&'static str, usize>,
+    /// What its clusters are classified against: the bundle the channel holds, or else the
+    /// newest its clusters run (absent: none runs anything).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetRow>,
     /// True when every cluster is ready: a 100% gate on this channel would pass.
     pub all_ready: bool,
+}
+
+/// The bundle a channel's clusters should run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRow {
+    /// Its digest.
+    pub digest: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// `channel` (the channel tag, verified) or `clusters` (the newest a cluster runs).
+    pub from: &'static str,
 }
 
 /// A report that does not count and is in no row.
@@ -169,8 +186,10 @@ impl Status {
     }
 }
 
-/// Builds the status of what was read (only environment `env` when given) at `now`.
-pub fn build(reading: &Reading, membership: Option<&Membership>, env: Option<&str>, bar: &Bar, now: i64) -> Status {
+/// Builds the status of what was read (only environment `env` when given) at `now`; each
+/// channel's clusters classified against `heads` (what the channels hold, when read), else
+/// against the newest sequence one of them runs.
+pub fn build(reading: &Reading, membership: Option<&Membership>, env: Option<&str>, bar: &Bar, heads: &BTreeMap<Group, Target>, now: i64) -> Status {
     let declared_in = membership.map(|m| m.file.as_str());
     let stale_secs = bar.stale.as_secs() as i64;
     let mut clusters = Vec::new();
@@ -183,7 +202,10 @@ pub fn build(reading: &Reading, membership: Option<&Membership>, env: Option<&st
         None => all.iter().map(|(g, _)| g.clone()).collect(),
     };
     for (group, slots) in all {
-        let target = peer_target(&group, &slots);
+        let (target, from) = match heads.get(&group) {
+            Some(t) => (Some(t.clone()), "channel"),
+            None => (peer_target(&group, &slots), "clusters"),
+        };
         let mut s = SummaryRow {
             environment: group.environment.clone(),
             cluster_type: group.cluster_type.clone(),
@@ -199,6 +221,7 @@ pub fn build(reading: &Reading, membership: Option<&Membership>, env: Option<&st
             missing: 0,
             ready: 0,
             classes: BTreeMap::new(),
+            target: target.as_ref().map(|t| TargetRow { digest: t.digest.clone(), sequence: t.sequence, from }),
             all_ready: false,
         };
         let mut at: BTreeMap<(Option<u64>, Option<String>), usize> = BTreeMap::new();

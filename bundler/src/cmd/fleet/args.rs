@@ -4,14 +4,16 @@
 //! ([`GateArgs`], with [`gate`], the one place promote and wait turn a channel and a bundle
 //! into a verdict).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use drover_proto::channel::history::Holding;
 use drover_proto::config::BundleConfig;
 use drover_proto::report::default_repository;
 use drover_proto::trust::TrustPolicy;
 use drover_proto::{Reference, RegistryClient};
 
-use crate::fleet::classify::Bar;
+use crate::fleet::classify::{Bar, Target};
 use crate::fleet::gate::{self, Candidate, Rule, Verdict};
 use crate::fleet::members::{Group, Member, Membership};
 use crate::fleet::read::{load, Judge, Reading};
@@ -68,6 +70,29 @@ pub async fn read(sources: &[String], fleet: Option<&Membership>, policy: Option
     Ok(reading)
 }
 
+/// What each channel of `groups` holds: `PREFIX/<cluster type>:<channel>` for each of
+/// `prefixes` (the first that verifies with `policy` and is for that cluster type and
+/// environment). A channel that cannot be read is left out (its clusters are then judged
+/// against what their peers run), with a warning.
+pub async fn channel_heads(prefixes: &[String], groups: &[Group], policy: &TrustPolicy, client: &RegistryClient) -> BTreeMap<Group, Target> {
+    let mut out = BTreeMap::new();
+    for g in groups {
+        for p in prefixes {
+            let Ok(r) = drover_proto::RegistryRef::parse(&format!("{}/{}", p.trim_end_matches('/'), g.cluster_type)) else { continue };
+            let repo = drover_proto::Repo::Registry { client: client.clone(), repo: r };
+            match drover_proto::channel::history::read(&repo, &g.channel, Some(policy)).await {
+                Ok(Holding::Trusted(h)) if h.config.cluster_type == g.cluster_type && h.config.environment == g.environment => {
+                    out.insert(g.clone(), Target { digest: h.digest.clone(), sequence: h.config.sequence });
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => warn(format_args!("reading what {} holds: {e}", repo.describe(&g.channel))),
+            }
+        }
+    }
+    out
+}
+
 /// `--registry PREFIX`, `--reports REF`, `--fleet FILE`, `--stale`, `--soak`, `--trust-key`:
 /// the reports to read and who must be in the fleet.
 #[derive(Debug, Clone, clap::Args)]
@@ -114,10 +139,19 @@ impl ReportsArgs {
     }
 
     /// Reads the reports: against `--fleet` (no key needed), or else against the roster
-    /// verified with `--trust-key`.
-    pub async fn read(&self, sources: &[String], fleet: Option<&Membership>, client: &RegistryClient) -> anyhow::Result<Reading> {
+    /// verified with `--trust-key`; and, with `--registry PREFIX` and `--trust-key`, what
+    /// each channel holds.
+    pub async fn read(&self, sources: &[String], fleet: Option<&Membership>, env: Option<&str>, client: &RegistryClient) -> anyhow::Result<(Reading, BTreeMap<Group, Target>)> {
         let policy = self.trust.optional_policy()?;
-        read(sources, fleet, policy.as_ref(), client).await
+        let reading = read(sources, fleet, policy.as_ref(), client).await?;
+        let heads = match &policy {
+            Some(p) if !self.prefixes.is_empty() => {
+                let groups: Vec<Group> = crate::fleet::groups::all(&reading, fleet, env).into_iter().map(|(g, _)| g).collect();
+                channel_heads(&self.prefixes, &groups, p, client).await
+            }
+            _ => BTreeMap::new(),
+        };
+        Ok((reading, heads))
     }
 }
 

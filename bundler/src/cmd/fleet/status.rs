@@ -31,8 +31,8 @@ pub async fn status(args: &Args) -> anyhow::Result<Status> {
     let bar = args.reports.bar()?;
     let membership = args.reports.membership()?;
     let client = args.registry.client_for(&sources)?;
-    let reading = args.reports.read(&sources, membership.as_ref(), &client).await?;
-    Ok(build(&reading, membership.as_ref(), args.env.as_deref(), &bar, drover_proto::time::now_unix()))
+    let (reading, heads) = args.reports.read(&sources, membership.as_ref(), args.env.as_deref(), &client).await?;
+    Ok(build(&reading, membership.as_ref(), args.env.as_deref(), &bar, &heads, drover_proto::time::now_unix()))
 }
 
 /// Runs `drover fleet status`.

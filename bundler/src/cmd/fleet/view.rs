@@ -49,9 +49,9 @@ pub async fn view(args: &Args) -> anyhow::Result<Written> {
     let bar = args.reports.bar()?;
     let membership = args.reports.membership()?;
     let client = args.registry.client_for(&sources)?;
-    let reading = args.reports.read(&sources, membership.as_ref(), &client).await?;
+    let (reading, heads) = args.reports.read(&sources, membership.as_ref(), None, &client).await?;
     let now = drover_proto::time::now_unix();
-    let st = build(&reading, membership.as_ref(), None, &bar, now);
+    let st = build(&reading, membership.as_ref(), None, &bar, &heads, now);
     let html = page::render(&st, &reading, &sources, now, bar.stale.as_secs() as i64).map_err(fleet_error)?;
     drover_proto::layout::write_atomic(&args.out, html.as_bytes()).with_context(|| format!("writing {}", args.out.display()))?;
     Ok(Written {
