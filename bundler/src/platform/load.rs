@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::model::{ClusterTypeDoc, EnvironmentDoc, OverrideDoc, WorkloadDoc, API_VERSION};
 use super::command::CommandRenderer;
+use super::membership::valid_name;
 use super::selector::LabelSelector;
 use super::template::{self, template_error};
 use super::error::PlatformError;
@@ -88,14 +89,6 @@ fn err(path: &str, message: impl Into<String>) -> PlatformError {
     PlatformError::File { path: path.to_string(), message: message.into() }
 }
 
-/// A DNS-1123 label: what cluster type, environment and workload names must be.
-pub fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
 
 fn check_name(path: &str, what: &str, name: &str) -> Result<(), PlatformError> {
     if valid_name(name) {

@@ -53,6 +53,15 @@ fn err(path: &str, message: impl Into<String>) -> PlatformError {
     PlatformError::File { path: path.to_string(), message: message.into() }
 }
 
+/// A DNS-1123 label: what cluster type, environment and workload names must be.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
 /// A full report key fingerprint: 64 hex digits (any case; kept lowercase).
 pub fn parse_fingerprint(text: &str) -> Result<String, String> {
     let fp = text.trim().to_ascii_lowercase();
@@ -83,8 +92,8 @@ pub fn check_clusters(path: &str, entries: &[ClusterEntry], environments: &[Stri
         if !environments.contains(&e.environment) {
             return Err(at(format!("environment {:?} is not in spec.environments {environments:?}", e.environment)));
         }
-        if drover_proto::channel::statement::tag(&e.channel).is_err() {
-            return Err(at(format!("channel {:?} is not a channel tag (letters, digits, '_', '.', '-'; at most 118)", e.channel)));
+        if !drover_proto::reference::valid_tag(&e.channel) {
+            return Err(at(format!("channel {:?} is not a tag (letters, digits, '_', '.', '-'; at most 128)", e.channel)));
         }
         let report_key = parse_fingerprint(&e.report_key).map_err(|m| at(format!("reportKey {m}")))?;
         if let Some(first) = names.insert(&e.name, i) {
@@ -122,7 +131,7 @@ pub fn parse(path: &str, text: &str) -> Result<FleetDoc, PlatformError> {
         return Err(err(path, "spec.environments is empty; list the environments in promotion order, e.g. [dev, staging, prod]"));
     }
     for (i, e) in environments.iter().enumerate() {
-        if !super::load::valid_name(e) {
+        if !valid_name(e) {
             return Err(err(path, format!("environment name {e:?} must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit")));
         }
         if environments[..i].contains(e) {

@@ -228,8 +228,14 @@ pub type Outcome = Result<Received, Unreadable>;
 pub fn read_each(repo: &Repo, names: Vec<(String, String)>, concurrency: usize) -> impl futures::Stream<Item = Outcome> + '_ {
     use futures::StreamExt;
     futures::stream::iter(names.into_iter().map(move |(name, lookup)| async move {
-        let r = match repo.manifest(&lookup, MAX_REPORT_BYTES).await {
-            Ok((bytes, _)) => decode(repo, &bytes).await,
+        // In a layout the lookup is the manifest's digest: read its blob (digest-checked)
+        // instead of searching the index again for every report.
+        let fetched = match repo {
+            Repo::Layout { .. } if crate::digest::is_valid_digest(&lookup) => repo.blob(&lookup, MAX_REPORT_BYTES).await,
+            _ => repo.manifest(&lookup, MAX_REPORT_BYTES).await.map(|(bytes, _)| bytes),
+        };
+        let r = match fetched {
+            Ok(bytes) => decode(repo, &bytes).await,
             Err(StoreError::NotFound(_)) => Ok(None),
             Err(e) => Err(e.to_string()),
         };
