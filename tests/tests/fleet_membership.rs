@@ -21,6 +21,7 @@ mod fleet_support;
 
 use std::path::{Path, PathBuf};
 
+use base64::Engine as _;
 use drover_tests::{rawreg, tool_ok, Out, Registry};
 use fleet_support::{curl_report, workload, Fleet, Target, FLEET_FILE};
 use serde_json::{json, Value};
@@ -153,6 +154,26 @@ fn with_declared_membership_a_lagging_cluster_cannot_leave_the_vote() {
     // Without --fleet the registry decides who votes, and every reader says so.
     let out = gated(&f, &[]);
     assert!(out.stderr.contains("a registry writer can roll it back"), "{}", out.stderr);
+    // fleet wait applies the same gate.
+    let src = f.channel("edge", "prod-ring0");
+    let out = f.drover(&["fleet", "wait", &src, "--trust-key", &f.pubkey(), "--fleet", fleet, "--timeout", "1s", "--interval", "1s"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("timed out") && named(&out, "edge.e3").contains("untrusted"), "{}", out.stderr);
+    // Signed with the attacker's own key: enrolment never replaces a declared key by it.
+    let attacker = drover_proto::keys::PrivateKey::generate().unwrap();
+    let body = serde_json::to_vec(&relabelled).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let annotations = json!({
+        "dev.drover.report.key": b64.encode(attacker.public_key().spki_der()),
+        "dev.drover.report.signature": b64.encode(attacker.sign(&body).unwrap()),
+    });
+    fleet_support::curl_report_bytes(&f.reg, "fleet/drover-reports", "edge.e3", &body, annotations);
+    let before = std::fs::read_to_string(&file).unwrap();
+    let listed = f.enroll_fleet(&file, &["--all-pending"]);
+    assert_eq!((listed["written"].as_bool(), listed["clusters"][0]["action"].as_str()), (Some(false), Some("key changed")), "{listed:#}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before, "the file is unchanged");
+    let out = gated(&f, &["--fleet", fleet]);
+    assert!(named(&out, "edge.e3").contains(&format!("signed with report key {}", attacker.public_key().fingerprint())), "{}", out.stderr);
 
     // 2. Deleted.
     let (bytes, _) = rawreg::manifest(&f.reg, "fleet/drover-reports", "edge.e3").unwrap();
