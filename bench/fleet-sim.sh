@@ -22,6 +22,7 @@
 # The machine's load average is printed before and after: on a shared machine it is part
 # of the numbers. Needs about 1 GB in TMPDIR (removed at the end).
 # Usage: bench/fleet-sim.sh            PHASES=1000,5000,10000 WINDOW=60s POLL=60s REPORT_INTERVAL=5m
+#        (the declared-membership numbers alone: PHASES=10000 WINDOW=10s POLL=10s, ~5 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PHASES=${PHASES:-1000,5000,10000}
@@ -29,8 +30,9 @@ WINDOW=${WINDOW:-60s}
 POLL=${POLL:-60s}
 REPORT_INTERVAL=${REPORT_INTERVAL:-5m}
 [[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler --bin drover -p drover-agent --example fleet_sim --quiet
-DROVER=$PWD/target/release/drover
-SIM=$PWD/target/release/examples/fleet_sim
+# DROVER= and SIM= (with SKIP_BUILD=1) run other builds, e.g. a debug one to check the script.
+DROVER=${DROVER:-$PWD/target/release/drover}
+SIM=${SIM:-$PWD/target/release/examples/fleet_sim}
 WORK=$(mktemp -d)
 source bench/lib.sh
 cleanup() {
