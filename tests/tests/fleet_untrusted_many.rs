@@ -141,7 +141,9 @@ fn ten_thousand_untrusted_reports_cost_little() {
     assert!(html.contains(&format!("+{} untrusted, not named", FLOOD + 150 - 100)), "the flood is counted, not drawn");
     assert!(!html.contains('\u{1b}'), "no escape reaches the page");
 
-    for extra in [vec!["--fleet", fleet.as_str()]] {
+    // And `fleet status --fleet`: every report judged against the file.
+    {
+        let extra = ["--fleet", fleet.as_str()];
         let mut args = vec!["-o", "json", "fleet", "status", "--registry", &prefix, "--reports", &flood, "--plain-http"];
         args.extend_from_slice(&extra);
         let (out, peak) = run_measured(CAP, limit, "drover", &args).unwrap();
