@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::model::{
-    ClusterTypeDoc, EnvironmentDoc, FleetDoc, OverrideDoc, WorkloadDoc, API_VERSION,
-};
+use super::model::{ClusterTypeDoc, EnvironmentDoc, OverrideDoc, WorkloadDoc, API_VERSION};
 use super::command::CommandRenderer;
+use super::membership::valid_name;
 use super::selector::LabelSelector;
 use super::template::{self, template_error};
 use super::error::PlatformError;
@@ -90,14 +89,6 @@ fn err(path: &str, message: impl Into<String>) -> PlatformError {
     PlatformError::File { path: path.to_string(), message: message.into() }
 }
 
-/// A DNS-1123 label: what cluster type, environment and workload names must be.
-pub fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
 
 fn check_name(path: &str, what: &str, name: &str) -> Result<(), PlatformError> {
     if valid_name(name) {
@@ -225,18 +216,8 @@ impl Platform {
             return Err(err(&root.display().to_string(), "not a directory (expected a platform with fleet.yaml)"));
         }
         let (fleet_path, text) = read_text(root, "fleet.yaml")?;
-        let fleet: FleetDoc = parse_doc(&fleet_path, &text)?;
-        check_header(&fleet_path, &fleet.api_version, &fleet.kind, "Fleet")?;
+        let fleet = super::membership::parse(&fleet_path, &text)?;
         let environments = fleet.spec.environments.clone();
-        if environments.is_empty() {
-            return Err(err(&fleet_path, "spec.environments is empty; list the environments in promotion order, e.g. [dev, staging, prod]"));
-        }
-        for (i, e) in environments.iter().enumerate() {
-            check_name(&fleet_path, "environment", e)?;
-            if environments[..i].contains(e) {
-                return Err(err(&fleet_path, format!("spec.environments lists {e:?} twice")));
-            }
-        }
 
         let mut env = template::environment().map_err(|e| err(&fleet_path, e.to_string()))?;
 
@@ -262,6 +243,8 @@ impl Platform {
         if cluster_types.is_empty() {
             return Err(err(&root.join("cluster-types").display().to_string(), "no cluster types (add cluster-types/<name>.yaml with kind: ClusterType)"));
         }
+        let type_names = cluster_types.keys().cloned().collect();
+        super::membership::check_clusters(&fleet_path, &fleet.spec.clusters, &environments, &type_names)?;
 
         // Environments: one file per environment of fleet.yaml, no others.
         let mut environment_levels = BTreeMap::new();

@@ -51,6 +51,25 @@ pub struct FleetSpec {
     /// Extra kinds to treat as cluster-scoped (besides the built-in table and CRDs).
     #[serde(default)]
     pub cluster_scoped_kinds: Vec<String>,
+    /// Declared membership: every cluster of the fleet, reviewed like the rest of the
+    /// platform (docs/fleet.md, "Declared membership"; checked by
+    /// `super::membership::check_clusters`).
+    #[serde(default)]
+    pub clusters: Vec<ClusterEntry>,
+}
+
+/// `fleet.yaml` `spec.clusters[]`: one declared cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterEntry {
+    /// `TYPE.NAME`, as its report tag.
+    pub name: String,
+    /// The environment its agent expects.
+    pub environment: String,
+    /// The channel (tag) its agent follows.
+    pub channel: String,
+    /// The full SHA-256 fingerprint of its report key (64 hex digits).
+    pub report_key: String,
 }
 
 /// `cluster-types/<name>.yaml`.

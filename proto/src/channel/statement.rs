@@ -27,6 +27,10 @@ use super::{check_sequence, parse_history_tag, ChannelError};
 
 /// The schema version this code writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
+/// `drover promote`'s flag that places a channel whose tag has no statement that counts
+/// (a channel last moved before channel statements existed), named in every refusal
+/// that needs it.
+pub const MIGRATE_FLAG: &str = "--migrate-unplaced-source";
 /// A channel's statement lives at `<channel>` + this suffix.
 pub const TAG_SUFFIX: &str = ".statement";
 /// What a channel statement is, as a signed document.
@@ -75,12 +79,15 @@ impl Statement {
     /// True when the statement places `digest` with `sequence` on `channel` of a
     /// repository named `repository` (compared by its last path segment, the cluster
     /// type's repository: `drover import --to HOST/PREFIX` relocates the parent path).
+    /// A placement is bound to a repository: a statement naming none (signed into an
+    /// unnamed `oci:` layout) places nothing in a named repository, a registry's
+    /// included. Only a reader of an unnamed layout (`repository` empty) takes any.
     pub fn places(&self, repository: &str, channel: &str, digest: &str, sequence: u64) -> bool {
         let last = |r: &str| r.rsplit('/').next().unwrap_or(r).to_string();
         self.channel == channel
             && self.digest == digest
             && self.sequence == sequence
-            && (repository.is_empty() || self.repository.is_empty() || last(&self.repository) == last(repository))
+            && (repository.is_empty() || (!self.repository.is_empty() && last(&self.repository) == last(repository)))
     }
 }
 
@@ -158,15 +165,22 @@ pub fn check(placement: &Placement, repo: &Repo, channel: &str, digest: &str, se
         Placement::Missing { reference } => Err(format!(
             "{digest} is on channel {channel} ({at}) without a signed channel statement: {reference} does not exist. \
              A bundle is placed on a channel by drover publish, promote or rollback with --key; a tag written any other way is not followed. \
-             A channel last moved before channel statements existed needs one: `drover promote {at} {channel} --key KEY --trust-key PUB` \
+             A channel last moved before channel statements existed needs one: `drover promote {at} {channel} --key KEY --trust-key PUB {MIGRATE_FLAG}` \
              (docs/signatures.md, \"Channel statements\")"
         )),
         Placement::Untrusted { reference, reason } => Err(format!(
             "{digest} is on channel {channel} ({at}), but its channel statement {reference} does not count: {reason}"
         )),
         Placement::Trusted { reference, statement, .. } => {
-            if statement.places(&repo.repository_name(), channel, digest, sequence) {
+            let repository = repo.repository_name();
+            if statement.places(&repository, channel, digest, sequence) {
                 return Ok(statement.clone());
+            }
+            if statement.repository.is_empty() {
+                return Err(format!(
+                    "{digest} is on channel {channel} ({at}), but its signed channel statement {reference} names no repository (it was signed into an OCI layout), \
+                     so it places nothing in {repository}: a placement is bound to the repository it was signed for. Place it here: `drover promote SOURCE {at} --key KEY --trust-key PUB`"
+                ));
             }
             Err(format!(
                 "{digest} (sequence {sequence}) is on channel {channel} ({at}), but the signed channel statement {reference} places {} (sequence {}, {}, repository {}) there: \
@@ -201,6 +215,9 @@ mod tests {
         assert!(!s.places("fleet/cloud", "prod-ring1", &s.digest, 43), "another repository");
         assert!(!s.places("fleet/edge", "prod-ring0", &s.digest, 43), "another channel");
         assert!(!s.places("fleet/edge", "prod-ring1", &s.digest, 44), "another sequence");
+        let unbound = Statement { repository: String::new(), ..sample() };
+        assert!(!unbound.places("fleet/other", "prod-ring1", &s.digest, 43), "a layout's statement places nothing in a registry");
+        assert!(unbound.places("", "prod-ring1", &s.digest, 43), "an unnamed layout reads it");
         let mut bad = sample();
         bad.sequence = u64::MAX;
         assert!(Statement::from_slice(&bad.to_bytes()).is_err());
