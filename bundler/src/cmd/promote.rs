@@ -97,6 +97,12 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
     if let Some(why) = &done.source_unplaced {
         warn(format_args!("the source's placement was not checked: {why}"));
     }
+    if let Some(min) = done.min_agent_version.as_deref() {
+        if let Ok(reports) = args.gate.reports_for(&args.destination).or_else(|_| args.gate.reports_for(&args.source)) {
+            let target = crate::fleet::agents::Target { cluster_type: &done.cluster_type, environment: &done.environment, channel: &dst_tag, min_agent_version: min };
+            crate::fleet::agents::warn_older(&reports, &client, &policy, &[target]).await;
+        }
+    }
     Ok(PromoteReport { source: args.source, destination, promoted: true, moved: Some(done), gate: verdict, refused: None })
 }
 

@@ -5,6 +5,7 @@
 //! ([`status`]), the health gate of `drover promote --require-healthy` and `drover fleet
 //! wait` ([`gate`]), and the page of `drover fleet view` ([`page`]).
 
+pub mod agents;
 pub mod enroll;
 pub mod gate;
 pub mod page;

@@ -5,6 +5,7 @@
 pub mod command;
 pub mod error;
 pub mod exec;
+pub mod health;
 pub mod load;
 pub mod model;
 pub mod render;

@@ -51,6 +51,9 @@ pub struct FleetSpec {
     /// Extra kinds to treat as cluster-scoped (besides the built-in table and CRDs).
     #[serde(default)]
     pub cluster_scoped_kinds: Vec<String>,
+    /// Health rules in CEL for every cluster type's bundle (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `cluster-types/<name>.yaml`.
@@ -69,6 +72,9 @@ pub struct ClusterTypeDoc {
     /// Values for one workload each.
     #[serde(default)]
     pub workloads: BTreeMap<String, Value>,
+    /// Health rules in CEL for this cluster type's bundles (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `environments/<env>.yaml`.
@@ -143,6 +149,9 @@ pub struct WorkloadSpec {
     /// renderer").
     #[serde(default)]
     pub render: Option<RenderSpec>,
+    /// Health rules in CEL for the bundles this workload is in (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `workload.yaml` `spec.render`: the command that renders the workload.
