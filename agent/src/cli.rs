@@ -30,7 +30,8 @@ pub enum Command {
     History(QueryArgs),
     /// Hold the agent: it keeps polling and verifying but applies nothing until released.
     Hold(HoldArgs),
-    /// Release a hold: the next poll applies the newest verified bundle.
+    /// Release a hold (the next poll applies the newest verified bundle), or with
+    /// --rollback the refusal of a bundle this agent rolled back from.
     Release(ReleaseArgs),
     /// Show what applying the newest verified bundle would do, changing nothing
     /// (exit 0: nothing would change, 3: something would, 1: refused or would fail).
@@ -71,6 +72,11 @@ pub struct ReleaseArgs {
     /// The agent's state directory.
     #[arg(long, env = "DROVER_STATE_DIR")]
     pub state_dir: PathBuf,
+    /// Release the refusal of the bundle rolled back from (`--on-degraded rollback`)
+    /// instead of a hold: the agent applies it again on its next poll when the channel
+    /// still names it (its anti-rollback floor stays).
+    #[arg(long)]
+    pub rollback: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: Output,

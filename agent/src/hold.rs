@@ -165,6 +165,11 @@ fn state_dir(dir: &Path) -> Result<(), HoldError> {
     Err(HoldError::NotStateDir { dir: dir.display().to_string(), hint })
 }
 
+/// Refuses a directory that holds no agent's state (see [`HoldError::NotStateDir`]).
+pub fn check_state_dir(dir: &Path) -> Result<(), HoldError> {
+    state_dir(dir)
+}
+
 /// `drover-agent hold`: writes the hold file (atomically, mode 0600). Holding again
 /// replaces the reason and keeps the first `since`.
 pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
@@ -228,6 +233,12 @@ impl Gate {
     /// A gate reading the hold file in `state_dir` (and the target's hold).
     pub fn new(state_dir: &Path) -> Self {
         Gate { dir: Some(state_dir.to_path_buf()), windows: Windows::default(), seen: None }
+    }
+
+    /// The state directory whose hold file it reads (also where `drover-agent release
+    /// --rollback` leaves its request, [`crate::rollback`]).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     /// The gate also holds new bundles while none of `windows` is open.

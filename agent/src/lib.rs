@@ -31,6 +31,7 @@ pub mod recall;
 pub mod record;
 pub mod report;
 pub mod resolve;
+pub mod rollback;
 pub mod run;
 pub mod serve;
 pub mod shared;
@@ -71,6 +72,16 @@ pub struct Released {
     pub state_dir: String,
     /// The hold that was released.
     pub released: Option<hold::Hold>,
+}
+
+/// What `release --rollback` did: the request left for the agent of the state directory.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleasedRollback {
+    /// The state directory.
+    pub state_dir: String,
+    /// When the release was asked (a refusal recorded later is not lifted by it).
+    pub requested_at: String,
 }
 
 /// `drover-agent plan`: prints the plan (or why it was refused); exit 0 nothing would
@@ -156,6 +167,17 @@ pub fn main_entry() -> i32 {
                     format!(
                         "held since {}: {}\nthe agent on {dir} applies nothing from its next poll on (it still polls, verifies and reports); `drover-agent release --state-dir {dir}` ends the hold\n",
                         h.since, h.reason
+                    )
+                })?;
+                Ok(0)
+            }
+            Command::Release(a) if a.rollback => {
+                let at = rollback::request_release(&a.state_dir)?;
+                let r = ReleasedRollback { state_dir: a.state_dir.display().to_string(), requested_at: at };
+                cli::emit(a.output, &r, || {
+                    format!(
+                        "asked the agent on {} to lift its rollback refusal on its next poll: the bundle it rolled back from is applied again if the channel still names it (`drover-agent status` shows rolledBack.released)\n",
+                        r.state_dir
                     )
                 })?;
                 Ok(0)

@@ -30,6 +30,8 @@ pub struct Metrics {
     held: Gauge,
     drifted: Gauge,
     state_unwritable: Gauge,
+    rollbacks: Counter,
+    rolled_back: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -58,6 +60,8 @@ impl Metrics {
             held: Gauge::default(),
             drifted: Gauge::default(),
             state_unwritable: Gauge::default(),
+            rollbacks: Counter::default(),
+            rolled_back: Family::default(),
             registry: Registry::default(),
         };
         registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed)", m.polls.clone());
@@ -93,6 +97,16 @@ impl Metrics {
             "state_unwritable",
             "1 while the state database cannot be written (a full disk, a read-only volume): the agent runs on from memory and writes it once it can",
             m.state_unwritable.clone(),
+        );
+        registry.register(
+            "rollbacks",
+            "Degraded new bundles replaced by the last bundle Healthy here (--on-degraded rollback)",
+            m.rollbacks.clone(),
+        );
+        registry.register(
+            "rolled_back",
+            "1 while a rollback's refusal stands: the Degraded bundle (digest, sequence) is not applied again on its own; to_digest is the bundle put back",
+            m.rolled_back.clone(),
         );
         let m = Metrics { registry, ..m };
         m.start_at_zero();
@@ -162,6 +176,23 @@ impl Metrics {
     /// Sets `drover_state_unwritable` (1 while the state database cannot be written).
     pub fn state_unwritable(&self, failing: bool) {
         self.state_unwritable.set(i64::from(failing));
+    }
+
+    /// A rollback recorded (`Some`: counted, and its refusal shown) or no refusal in force
+    /// (`None`).
+    pub fn rolled_back(&self, rb: Option<&crate::rollback::RolledBack>) {
+        self.rolled_back.clear();
+        if let Some(rb) = rb {
+            self.rollbacks.inc();
+            self.show_rolled_back(rb);
+        }
+    }
+
+    /// Shows a refusal in force (at start, from the state) without counting a rollback.
+    pub fn show_rolled_back(&self, rb: &crate::rollback::RolledBack) {
+        self.rolled_back.clear();
+        let labels = l(&[("digest", &rb.from.digest), ("sequence", &rb.from.sequence.to_string()), ("to_digest", &rb.to.digest)]);
+        self.rolled_back.get_or_create(&labels).set(1);
     }
 
     /// Counts object outcomes.

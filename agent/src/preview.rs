@@ -174,6 +174,9 @@ pub async fn plan(settings: &Settings) -> anyhow::Result<Planned> {
         Err(stop) => return Ok(Planned::Refused { stage: stop.stage, message: stop.error.message().to_string() }),
     };
     let allow_mass_prune = verified.bundle.config.allow_mass_prune;
+    if let Err(e) = crate::wait::rules(&verified.bundle.digest, &verified.bundle.config, &settings.health_checks) {
+        return Ok(refused("verify")(e));
+    }
     let unpacked = match crate::unpack::unpack(verified) {
         Ok(u) => u,
         Err(e) => return Ok(refused("unpack")(e)),

@@ -59,12 +59,22 @@ pub enum AttemptResult {
     /// The agent is held ([`crate::hold`]): the verified bundle (or the due resync) was
     /// not applied; nothing changed on the target.
     Held,
+    /// A Degraded new bundle was replaced by the last bundle Healthy here
+    /// (`--on-degraded rollback`, [`crate::rollback`]); on a poll: the channel still names
+    /// the refused bundle, nothing was applied.
+    RolledBack,
 }
 
 impl AttemptResult {
     /// Every result (the label values of `drover_polls_total`).
-    pub const ALL: [AttemptResult; 5] =
-        [AttemptResult::Applied, AttemptResult::Unchanged, AttemptResult::Rejected, AttemptResult::Failed, AttemptResult::Held];
+    pub const ALL: [AttemptResult; 6] = [
+        AttemptResult::Applied,
+        AttemptResult::Unchanged,
+        AttemptResult::Rejected,
+        AttemptResult::Failed,
+        AttemptResult::Held,
+        AttemptResult::RolledBack,
+    ];
 }
 
 impl std::fmt::Display for AttemptResult {
@@ -127,6 +137,9 @@ pub struct Attempt {
     /// Objects the wait stage found not healthy (the first few).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unhealthy: Vec<ObjectHealth>,
+    /// A rollback: the Degraded bundle (the attempt's digest) and the one put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<crate::rollback::RolledBack>,
 }
 
 impl Attempt {
@@ -144,6 +157,7 @@ impl Attempt {
             health: None,
             objects: Vec::new(),
             unhealthy: Vec::new(),
+            rolled_back: None,
         }
     }
 }
@@ -175,6 +189,13 @@ pub struct SourceState {
     /// `--drift report` mode and left as they are ([`crate::drift`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<crate::drift::DriftedObject>,
+    /// The last bundle that ended an apply Healthy here: what `--on-degraded rollback`
+    /// puts back ([`crate::rollback`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_healthy: Option<crate::rollback::LastHealthy>,
+    /// A rollback in force: the Degraded bundle refused and the one put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<crate::rollback::RolledBack>,
 }
 
 /// A verified bundle's blobs, for offline re-apply.

@@ -208,7 +208,12 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     );
     pipeline.hold = crate::hold::Gate::new(&settings.state_dir).with_windows(settings.apply_windows.clone());
     pipeline.drift_mode = settings.drift_mode;
+    pipeline.health_checks = settings.health_checks.clone();
+    pipeline.on_degraded = settings.on_degraded;
     shared.metrics.drifted(state.drifted.len());
+    if let Some(rb) = state.rolled_back.as_ref().filter(|r| !r.released) {
+        shared.metrics.show_rolled_back(rb);
+    }
     let critical = pipeline.critical.clone();
     let mut election = match &settings.leader_election {
         Some((namespace, name, duration)) => {
@@ -269,7 +274,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         }
         if once {
             break match out.result {
-                AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
+                AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held | AttemptResult::RolledBack if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
                 _ => 1,
             };
         }

@@ -13,10 +13,11 @@ use super::{unless_repeat, Attempted, CycleOutcome, Extra, Pipeline};
 
 impl Pipeline {
     pub(super) fn finish_ok(&mut self, state: &SourceState, at: Attempted, objects: Vec<ObjectOutcome>, extra: Extra) -> CycleOutcome {
+        let result = if at.rollback.is_some() { AttemptResult::RolledBack } else { AttemptResult::Applied };
         let summary = AttemptSummary {
             digest: Some(at.digest.clone()),
             sequence: at.sequence,
-            result: AttemptResult::Applied,
+            result,
             reason: extra.reason,
             at: now_rfc3339(),
             writes: None,
@@ -33,9 +34,10 @@ impl Pipeline {
             health: extra.health,
             objects,
             unhealthy: extra.unhealthy,
+            rolled_back: at.rollback,
         };
         self.rejected = None;
-        self.save(state, summary, Some(attempt), AttemptResult::Applied, false)
+        self.save(state, summary, Some(attempt), result, false)
     }
 
     /// Records a refused or failed attempt (state otherwise unchanged).
