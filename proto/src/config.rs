@@ -135,3 +135,25 @@ impl BundleConfig {
         Ok(c)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Vec<u8> {
+        format!(r#"{{"schemaVersion":1,{extra}"clusterType":"edge","environment":"prod","sequence":7,"source":{{}},"objects":[]}}"#).into_bytes()
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_unless_marked_ignorable_or_newer() {
+        let e = BundleConfig::from_slice(&config(r#""futureNote":"x","#)).unwrap_err();
+        assert!(e.contains("unknown field `futureNote`"), "{e}");
+        let c = BundleConfig::from_slice(&config(r#""ignorable":["futureNote"],"futureNote":"x","#)).unwrap();
+        assert_eq!(c.ignorable, ["futureNote"]);
+        // A config for a newer agent is read for what this build knows: its version tells.
+        let c = BundleConfig::from_slice(&config(r#""minAgentVersion":"99.0.0","futureRule":{"a":1},"#)).unwrap();
+        assert_eq!(c.min_agent_version.as_deref(), Some("99.0.0"));
+        let e = BundleConfig::from_slice(&config(r#""minAgentVersion":"soon","#)).unwrap_err();
+        assert!(e.contains("not a version"), "{e}");
+    }
+}
