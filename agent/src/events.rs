@@ -11,6 +11,8 @@
 //! only when its note is the same, so notes hold what identifies the outcome (digest,
 //! sequence, reason) and no counters that move from poll to poll.
 
+use drover_proto::channel::Position;
+
 /// Longest note the API server accepts (bytes).
 pub const NOTE_LIMIT: usize = 1024;
 /// Objects named in a note (the rest are counted).
@@ -73,8 +75,8 @@ impl Event {
 
     /// A Degraded new bundle was replaced by the last bundle Healthy here
     /// (`--on-degraded rollback`).
-    pub fn rolled_back(rb: &crate::rollback::RolledBack) -> Event {
-        Event::new(true, "RolledBack", "Rollback", format!("Rolled back from {} (sequence {}) to {} (sequence {}): {}", rb.from.digest, rb.from.sequence, rb.to.digest, rb.to.sequence, rb.reason))
+    pub fn rolled_back(from: &Position, to: &Position, why: &str) -> Event {
+        Event::new(true, "RolledBack", "Rollback", format!("Rolled back from {} (sequence {}) to {} (sequence {}): {why}", from.digest, from.sequence, to.digest, to.sequence))
     }
 
     /// An operator released a rollback's refusal (`drover-agent release --rollback`).

@@ -165,11 +165,6 @@ fn state_dir(dir: &Path) -> Result<(), HoldError> {
     Err(HoldError::NotStateDir { dir: dir.display().to_string(), hint })
 }
 
-/// Refuses a directory that holds no agent's state (see [`HoldError::NotStateDir`]).
-pub fn check_state_dir(dir: &Path) -> Result<(), HoldError> {
-    state_dir(dir)
-}
-
 /// `drover-agent hold`: writes the hold file (atomically, mode 0600). Holding again
 /// replaces the reason and keeps the first `since`.
 pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
@@ -310,6 +305,52 @@ impl Gate {
     }
 }
 
+/// True when a rollback (`--on-degraded rollback`) may run under `hold`: no hold, or only
+/// closed apply windows (a rollback finishes the apply a window allowed); an operator's
+/// hold keeps the Degraded bundle (nothing is changed while held).
+pub fn allows_rollback(hold: Option<&Hold>) -> bool {
+    hold.is_none_or(|h| h.by == HoldOrigin::Window)
+}
+
+/// The file `drover-agent release --rollback` writes into the state directory.
+pub const ROLLBACK_RELEASE_FILE: &str = "release-rollback.json";
+
+#[derive(Serialize, Deserialize)]
+struct ReleaseRequest {
+    at: String,
+}
+
+/// `drover-agent release --rollback`: asks the agent of `dir` to lift its rollback
+/// refusal (written atomically, mode 0600; [`crate::rollback`]). Returns the request's time.
+pub fn request_rollback_release(dir: &Path) -> Result<String, HoldError> {
+    state_dir(dir)?;
+    let at = drover_proto::time::now_rfc3339();
+    let body = serde_json::to_vec(&ReleaseRequest { at: at.clone() }).expect("request serializes");
+    let path = dir.join(ROLLBACK_RELEASE_FILE);
+    let tmp = dir.join(format!(".{ROLLBACK_RELEASE_FILE}.{}", std::process::id()));
+    private::write_file(&tmp, &body).map_err(io_err(&tmp))?;
+    fs::rename(&tmp, &path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err(&path)(e)
+    })?;
+    Ok(at)
+}
+
+/// The agent's side: the time of a rollback release request in `dir`, consumed (removed);
+/// one that cannot be read is removed and logged.
+pub fn take_rollback_release(dir: &Path) -> Option<String> {
+    let path = dir.join(ROLLBACK_RELEASE_FILE);
+    let data = fs::read(&path).ok()?;
+    let _ = fs::remove_file(&path);
+    match serde_json::from_slice::<ReleaseRequest>(&data) {
+        Ok(r) => Some(r.at),
+        Err(e) => {
+            tracing::warn!("{}: not a release request ({e}); removed", path.display());
+            None
+        }
+    }
+}
+
 /// A hold as status and reports show it: the hold plus the newest verified bundle that
 /// waits for the release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -362,6 +403,16 @@ pub fn offline(state_dir: Option<&Path>, state: &crate::record::SourceState) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_do_not_stop_a_rollback_an_operator_hold_does() {
+        let hold = |by| Hold { reason: "r".into(), since: String::new(), by, next_window: None };
+        assert!(allows_rollback(None));
+        assert!(allows_rollback(Some(&hold(HoldOrigin::Window))));
+        assert!(!allows_rollback(Some(&hold(HoldOrigin::File))));
+        assert!(!allows_rollback(Some(&hold(HoldOrigin::Annotation))));
+        assert!(!allows_rollback(Some(&hold(HoldOrigin::Unreadable))));
+    }
 
     #[test]
     fn hold_release_round_trip() {

@@ -172,7 +172,7 @@ pub fn main_entry() -> i32 {
                 Ok(0)
             }
             Command::Release(a) if a.rollback => {
-                let at = rollback::request_release(&a.state_dir)?;
+                let at = hold::request_rollback_release(&a.state_dir)?;
                 let r = ReleasedRollback { state_dir: a.state_dir.display().to_string(), requested_at: at };
                 cli::emit(a.output, &r, || {
                     format!(

@@ -40,7 +40,7 @@ pub fn record_of(state: &SourceState) -> TargetRecord {
 /// floors the inventories are merged. Returns the state and whether `kept` raised it.
 pub fn merge(mut local: SourceState, kept: TargetRecord) -> (SourceState, bool) {
     // Floors raised by a rollback in force (the refused bundle's sequence) on either side.
-    let mine = crate::rollback::floor(&local);
+    let mine = local.floor();
     let theirs = higher_floor(kept.floor.clone(), kept.rolled_back.clone());
     if mine == theirs {
         let known: BTreeSet<_> = local.inventory.iter().map(|o| o.key()).collect();

@@ -198,6 +198,26 @@ pub struct SourceState {
     pub rolled_back: Option<crate::rollback::RolledBack>,
 }
 
+impl SourceState {
+    /// The applied bundle, when one is.
+    pub fn applied(&self) -> Option<drover_proto::channel::Position> {
+        match (&self.applied_digest, self.applied_sequence) {
+            (Some(digest), Some(sequence)) => Some(drover_proto::channel::Position { digest: digest.clone(), sequence }),
+            _ => None,
+        }
+    }
+
+    /// The anti-rollback floor: the applied bundle, raised to one rolled back from.
+    pub fn floor(&self) -> Option<drover_proto::channel::Position> {
+        crate::rollback::floor(self.applied(), self.rolled_back.as_ref())
+    }
+
+    /// True when `digest` is refused after a rollback ([`crate::rollback`]).
+    pub fn refuses(&self, digest: &str) -> bool {
+        crate::rollback::refuses(self.rolled_back.as_ref(), digest)
+    }
+}
+
 /// A verified bundle's blobs, for offline re-apply.
 #[derive(Debug, Clone)]
 pub struct CachedBundle {

@@ -151,7 +151,7 @@ pub fn check_rollback(digest: &str, sequence: u64, state: &SourceState) -> Resul
     if state.applied_digest.as_deref() == Some(digest) && state.applied_sequence == Some(sequence) {
         return Ok(());
     }
-    let floor: Option<Position> = crate::rollback::floor(state);
+    let floor: Option<Position> = state.floor();
     let candidate = Position { digest: digest.to_string(), sequence };
     admits(&state.source, floor.as_ref(), &candidate).map(|_| ()).map_err(|e| match e {
         ChannelError::Implausible { .. } => reject("sequence", e.to_string()),

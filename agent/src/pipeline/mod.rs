@@ -159,7 +159,7 @@ impl Pipeline {
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: false };
             }
         };
-        if let Some(asked) = self.hold.dir().and_then(crate::rollback::take_release) {
+        if let Some(asked) = self.hold.dir().and_then(crate::hold::take_rollback_release) {
             self.release_rollback(&mut state, &asked);
         }
         let resync_due = self.last_apply.is_none_or(|t| t.elapsed() >= self.resync);
@@ -186,7 +186,7 @@ impl Pipeline {
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: true };
             }
         };
-        if crate::rollback::refuses(&state, &digest) {
+        if state.refuses(&digest) {
             // The channel still names the bundle rolled back from: the applied one is
             // resynced when due, the refused one never applied on its own.
             if let (true, Some(applied)) = (resync_due && !hold.as_ref().is_some_and(Hold::blocks_resync), state.applied_digest.clone()) {
@@ -290,7 +290,7 @@ impl Pipeline {
         crate::memory::mark("process");
         self.writes_start = self.target.writes();
         let (state, recall_note) = recall::recall(self.target.as_ref(), state).await;
-        if crate::rollback::refuses(&state, &digest) {
+        if state.refuses(&digest) {
             // A new leader learnt the refusal from the target's record: kept, and obeyed.
             if let Err(e) = self.store().record(&state, &[]) {
                 tracing::warn!("{e}");
@@ -439,7 +439,7 @@ impl Pipeline {
         reasons.extend(recall::keep(target.as_ref(), &state).await);
         tracing::info!(digest = %digest, sequence, changed, pruned = pruned.deleted, "applied");
         if let Some(rb) = &at.rollback {
-            self.event(&Event::rolled_back(rb));
+            self.event(&Event::rolled_back(&rb.from, &rb.to, &rb.reason));
         } else if !at.resync {
             self.event(&Event::applied(&digest, sequence, objects, changed, pruned.deleted));
         } else if drift > 0 {

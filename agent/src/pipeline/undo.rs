@@ -30,7 +30,7 @@ impl Pipeline {
         // An operator's hold taken while the bundle was being applied keeps it (nothing is
         // changed while held); closed apply windows do not stop the rollback.
         let hold = self.hold.check(self.target.as_ref(), &name).await;
-        if let Some(h) = hold.filter(|h| !rollback::allowed_by(Some(h))) {
+        if let Some(h) = hold.filter(|h| !crate::hold::allows_rollback(Some(h))) {
             let summary = AttemptSummary {
                 digest: Some(bad.digest.clone()),
                 sequence: Some(bad.sequence),
@@ -96,7 +96,7 @@ impl Pipeline {
                 self.shared.metrics.rolled_back(Some(rb));
             }
             None => {
-                rollback::superseded(state);
+                rollback::superseded(&mut state.rolled_back, state.applied_sequence);
                 if state.rolled_back.as_ref().is_none_or(|r| r.released) {
                     self.shared.metrics.rolled_back(None);
                 }
@@ -111,7 +111,7 @@ impl Pipeline {
     /// `drover-agent release --rollback` asked at `asked`: the refusal in force is lifted
     /// (the floor stays) and the channel's bundle is applied again from this poll on.
     pub(super) fn release_rollback(&mut self, state: &mut SourceState, asked: &str) {
-        let Some(rb) = rollback::release(state, asked) else {
+        let Some(rb) = rollback::release(&mut state.rolled_back, asked) else {
             tracing::info!("release request ({asked}): no rollback refusal in force");
             return;
         };
