@@ -167,6 +167,12 @@ pub async fn plan(settings: &Settings) -> anyhow::Result<Planned> {
         Ok(d) => d,
         Err(e) => return Ok(refused("resolve")(e)),
     };
+    if state.refuses(&digest) {
+        let message = format!(
+            "{digest} is the bundle this agent rolled back from (--on-degraded rollback): it is not applied on its own; a newer bundle is, and `drover-agent release --rollback` lifts the refusal"
+        );
+        return Ok(Planned::Refused { stage: "rollback", message });
+    }
     let expect = Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() };
     let admission = Admission { source: &source, store: &store, trust: &trust, fingerprint: &fingerprint, expect: &expect, state: &state };
     let verified = match admission.admit(&digest).await {
