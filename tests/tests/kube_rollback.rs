@@ -4,7 +4,8 @@
 //! old one again, what the bad bundle added is pruned); status, history, `/metrics`, an
 //! Event and the fleet report say `RolledBack` naming both digests; later polls do not
 //! apply the bad digest again; a newer fixed bundle is applied; `release --rollback`
-//! lifts the refusal. An operator's hold taken during the wait keeps the Degraded bundle.
+//! lifts the refusal. An operator's hold taken during the wait keeps the Degraded bundle;
+//! `--drift report` does not stop a rollback (it is not a resync).
 
 mod kube_support;
 
@@ -14,7 +15,7 @@ use drover_tests::run;
 use kube_support::{eventually, http_get, state_name, Env};
 use serde_json::Value;
 
-scenarios!(a_degraded_bundle_is_rolled_back, a_hold_during_the_wait_keeps_the_degraded_bundle);
+scenarios!(a_degraded_bundle_is_rolled_back, a_hold_during_the_wait_keeps_the_degraded_bundle, drift_report_does_not_stop_a_rollback);
 
 const GOOD_IMAGE: &str = "nginx:1.27";
 /// Never pulls, here (the fake's `.invalid` rule) as on a real cluster.
@@ -166,4 +167,23 @@ fn a_hold_during_the_wait_keeps_the_degraded_bundle(env: &Env) {
     assert_eq!(status["appliedDigest"], v2.as_str(), "{status:#}");
     assert!(status["rolledBack"].is_null(), "{status:#}");
     assert_eq!(image(env, "web"), BAD_IMAGE, "nothing changed while held");
+}
+
+fn drift_report_does_not_stop_a_rollback(env: &Env) {
+    let v1 = env.push(&[env.namespace(), env.deployment("web", GOOD_IMAGE)], &BUNDLE);
+    env.agent_ok(&agent_flags(&["--drift", "report"]));
+    let v2 = env.push(&[env.namespace(), env.configmap("added", "x", &[]), env.deployment("web", BAD_IMAGE)], &BUNDLE);
+    env.agent_ok(&agent_flags(&["--drift", "report"]));
+    let status = env.status();
+    assert_eq!(status["appliedDigest"], v1.as_str(), "{status:#}");
+    assert_eq!(status["rolledBack"]["from"]["digest"], v2.as_str(), "{status:#}");
+    assert_eq!(image(env, "web"), GOOD_IMAGE);
+    assert!(env.get("configmap", "added").is_none());
+    // The resyncs of the bundle put back follow the drift mode: drift is reported, not corrected.
+    env.kubectl_ok(&["set", "image", "deployment/web", &format!("main={BAD_IMAGE}"), "-n", &env.ns]);
+    env.agent_ok(&agent_flags(&["--drift", "report"]));
+    assert_eq!(image(env, "web"), BAD_IMAGE, "report mode: the drift stays");
+    let status = env.status();
+    assert_eq!(status["appliedDigest"], v1.as_str());
+    assert!(status["drifted"].as_array().is_some_and(|d| !d.is_empty()), "{status:#}");
 }
