@@ -106,6 +106,19 @@ pub fn encode(rec: &TargetRecord, namespace: &str) -> Result<ConfigMap, String> 
     Ok(cm)
 }
 
+/// The bundle the data keys `digest_key` and `sequence_key` name (both empty: none).
+fn position(field: &dyn Fn(&str) -> String, digest_key: &str, sequence_key: &str) -> Result<Option<Position>, String> {
+    let (digest, sequence) = (field(digest_key), field(sequence_key));
+    match (digest.is_empty(), sequence.is_empty()) {
+        (true, true) => Ok(None),
+        (false, false) if digest.starts_with("sha256:") => {
+            let sequence = sequence.parse::<u64>().map_err(|_| format!("{sequence_key} {sequence:?} is not a number"))?;
+            Ok(Some(Position { digest, sequence }))
+        }
+        _ => Err(format!("{digest_key} {digest:?} and {sequence_key} {sequence:?} do not name a bundle")),
+    }
+}
+
 /// Reads the record of `source` from its ConfigMap.
 pub fn decode(cm: &ConfigMap, source: &str) -> Result<TargetRecord, String> {
     let owner = cm.metadata.annotations.as_ref().and_then(|a| a.get(drover_proto::media::ANN_OBJ_SOURCE));
@@ -113,24 +126,8 @@ pub fn decode(cm: &ConfigMap, source: &str) -> Result<TargetRecord, String> {
         return Err(format!("it is annotated {}: {owner:?}, not this agent's source {source:?}", drover_proto::media::ANN_OBJ_SOURCE));
     }
     let field = |k: &str| cm.data.as_ref().and_then(|d| d.get(k)).cloned().unwrap_or_default();
-    let (digest, sequence) = (field("appliedDigest"), field("appliedSequence"));
-    let floor = match (digest.is_empty(), sequence.is_empty()) {
-        (true, true) => None,
-        (false, false) if digest.starts_with("sha256:") => {
-            let sequence = sequence.parse::<u64>().map_err(|_| format!("appliedSequence {sequence:?} is not a number"))?;
-            Some(Position { digest, sequence })
-        }
-        _ => return Err(format!("appliedDigest {digest:?} and appliedSequence {sequence:?} do not make a floor")),
-    };
-    let (digest, sequence) = (field("rolledBackDigest"), field("rolledBackSequence"));
-    let rolled_back = match (digest.is_empty(), sequence.is_empty()) {
-        (true, true) => None,
-        (false, false) if digest.starts_with("sha256:") => {
-            let sequence = sequence.parse::<u64>().map_err(|_| format!("rolledBackSequence {sequence:?} is not a number"))?;
-            Some(Position { digest, sequence })
-        }
-        _ => return Err(format!("rolledBackDigest {digest:?} and rolledBackSequence {sequence:?} do not name a bundle")),
-    };
+    let floor = position(&field, "appliedDigest", "appliedSequence")?;
+    let rolled_back = position(&field, "rolledBackDigest", "rolledBackSequence")?;
     let inventory = match cm.binary_data.as_ref().and_then(|b| b.get("inventory")) {
         None => Vec::new(),
         Some(ByteString(gz)) => {
