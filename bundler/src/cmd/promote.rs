@@ -100,7 +100,9 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
     if let Some(min) = done.min_agent_version.as_deref() {
         if let Ok(reports) = args.gate.reports_for(&args.destination).or_else(|_| args.gate.reports_for(&args.source)) {
             let target = crate::fleet::agents::Target { cluster_type: &done.cluster_type, environment: &done.environment, channel: &dst_tag, min_agent_version: min };
-            crate::fleet::agents::warn_older(&reports, &client, &policy, &[target]).await;
+            for w in crate::fleet::agents::warnings(&reports, &client, &policy, &[target]).await {
+                warn(w);
+            }
         }
     }
     Ok(PromoteReport { source: args.source, destination, promoted: true, moved: Some(done), gate: verdict, refused: None })

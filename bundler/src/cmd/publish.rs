@@ -205,7 +205,7 @@ async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult
 /// Warns about the reporting agents (in `PREFIX/drover-reports`) too old for the bundles
 /// that need more than every agent has.
 async fn warn_older_agents(prefix: &str, env: &str, results: &[TypeResult], client: &RegistryClient, policy: &TrustPolicy) {
-    use crate::fleet::agents::{warn_older, Target};
+    use crate::fleet::agents::{warnings, Target};
     let targets: Vec<Target<'_>> = results
         .iter()
         .filter_map(|r| {
@@ -214,7 +214,9 @@ async fn warn_older_agents(prefix: &str, env: &str, results: &[TypeResult], clie
         })
         .collect();
     let Ok(repository) = drover_proto::report::prefix_repository(prefix) else { return };
-    warn_older(&repository.to_string(), client, policy, &targets).await;
+    for w in warnings(&repository.to_string(), client, policy, &targets).await {
+        warn(w);
+    }
 }
 
 /// Runs `drover publish`.

@@ -39,24 +39,25 @@ pub fn older(reports: &[Seen], t: &Target<'_>) -> Vec<String> {
     out
 }
 
-/// Reads the reports of `repository` and warns (stderr) about the agents on each of
-/// `targets` that are older than it needs. Reports that cannot be read are noted, never
-/// an error.
-pub async fn warn_older(repository: &str, client: &RegistryClient, policy: &TrustPolicy, targets: &[Target<'_>]) {
+/// Reads the reports of `repository` and says, for each of `targets`, which agents on
+/// it are older than it needs: one warning per target with such agents (the caller
+/// prints them). Reports that cannot be read give no warning.
+pub async fn warnings(repository: &str, client: &RegistryClient, policy: &TrustPolicy, targets: &[Target<'_>]) -> Vec<String> {
     if targets.is_empty() {
-        return;
+        return Vec::new();
     }
     let reports = match super::load(&[repository.to_string()], client, policy).await {
         Ok((reports, _)) => reports,
         Err(e) => {
             tracing::debug!("agent versions not checked, the reports of {repository} are unreadable: {e:#}");
-            return;
+            return Vec::new();
         }
     };
+    let mut out = Vec::new();
     for t in targets {
         let old = older(&reports, t);
         if !old.is_empty() {
-            crate::output::warn(format_args!(
+            out.push(format!(
                 "{}/{} needs drover-agent {} or newer, but {} cluster(s) following {} report an older agent; they refuse it (agent-too-old) until upgraded: {}",
                 t.cluster_type,
                 t.environment,
@@ -67,4 +68,5 @@ pub async fn warn_older(repository: &str, client: &RegistryClient, policy: &Trus
             ));
         }
     }
+    out
 }
