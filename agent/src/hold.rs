@@ -325,31 +325,41 @@ struct ReleaseRequest {
 }
 
 /// `drover-agent release --rollback`: asks the agent of `dir` to lift its rollback
-/// refusal (written atomically, mode 0600; [`crate::rollback`]). Returns the request's time.
+/// refusal (written like the hold file: in the state directory, replaced atomically;
+/// [`crate::rollback`]). Returns the request's time.
 pub fn request_rollback_release(dir: &Path) -> Result<String, HoldError> {
     state_dir(dir)?;
     let at = drover_proto::time::now_rfc3339();
     let body = serde_json::to_vec(&ReleaseRequest { at: at.clone() }).expect("request serializes");
-    let path = dir.join(ROLLBACK_RELEASE_FILE);
-    let tmp = dir.join(format!(".{ROLLBACK_RELEASE_FILE}.{}", std::process::id()));
-    private::write_file(&tmp, &body).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, &path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_err(&path)(e)
-    })?;
+    open(dir)?.replace(ROLLBACK_RELEASE_FILE, &body).map_err(io_err(&dir.join(ROLLBACK_RELEASE_FILE)))?;
     Ok(at)
 }
 
 /// The agent's side: the time of a rollback release request in `dir`, consumed (removed);
-/// one that cannot be read is removed and logged.
+/// read as the hold file is (relative to the state directory, bounded); anything else
+/// there is removed and logged.
 pub fn take_rollback_release(dir: &Path) -> Option<String> {
-    let path = dir.join(ROLLBACK_RELEASE_FILE);
-    let data = fs::read(&path).ok()?;
-    let _ = fs::remove_file(&path);
-    match serde_json::from_slice::<ReleaseRequest>(&data) {
-        Ok(r) => Some(r.at),
+    let state = open(dir).ok()?;
+    let found = state.read(ROLLBACK_RELEASE_FILE, MAX_FILE);
+    if matches!(found, Ok(Found::Missing)) {
+        return None;
+    }
+    let _ = state.remove(ROLLBACK_RELEASE_FILE);
+    let shown = dir.join(ROLLBACK_RELEASE_FILE).display().to_string();
+    match found {
+        Ok(Found::Ours(data)) => match serde_json::from_slice::<ReleaseRequest>(&data) {
+            Ok(r) => Some(r.at),
+            Err(e) => {
+                tracing::warn!("{shown}: not a release request ({e}); removed");
+                None
+            }
+        },
+        Ok(other) => {
+            tracing::warn!("{shown}: not a release request ({other:?}); removed");
+            None
+        }
         Err(e) => {
-            tracing::warn!("{}: not a release request ({e}); removed", path.display());
+            tracing::warn!("{shown}: {e}");
             None
         }
     }
