@@ -116,6 +116,7 @@ fn a_degraded_bundle_is_rolled_back(env: &Env) {
     let metrics = metrics.expect("drover_rolled_back in /metrics");
     let line = metrics.lines().find(|l| l.starts_with("drover_rolled_back{")).unwrap();
     assert!(line.contains(&v2) && line.contains(&v1) && line.ends_with(" 1"), "{line}");
+    assert!(line.contains("source=\"default\""), "per-source series: {line}");
     assert!(metrics.contains("drover_rollbacks_total"), "the counter is exported");
 
     // A newer, fixed bundle is applied as usual and ends the refusal.
@@ -134,6 +135,9 @@ fn a_degraded_bundle_is_rolled_back(env: &Env) {
     assert_eq!(env.status()["rolledBack"]["from"]["digest"], v4.as_str());
     assert_eq!(image(env, "web"), GOOD_IMAGE);
     let state = env.path("state");
+    let out = run("drover-agent", &["release", "--rollback", "--state-dir", state.to_str().unwrap(), "--source", "team-x"], &[]);
+    assert_eq!(out.code, 2, "an unknown source: {}", out.stderr);
+    assert!(out.stderr.contains("default"), "names the agent's sources: {}", out.stderr);
     let out = run("drover-agent", &["release", "--rollback", "--state-dir", state.to_str().unwrap()], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("rollback refusal"), "{}", out.stdout);

@@ -52,21 +52,22 @@ impl Pipeline {
         let rb = RolledBack { from: bad.clone(), to: good.position.clone(), at: now_rfc3339(), reason: why, released: false };
         let at = Attempted { digest: bad.digest.clone(), sequence: Some(bad.sequence), stage: "rollback", resync: false, rollback: Some(rb) };
         let prepared = self.prepare_rollback(&good).await;
-        let (req, allow_mass_prune) = match prepared {
+        let (req, refused, allow_mass_prune) = match prepared {
             Ok(p) => p,
             Err(e) => {
                 let e = StageError::Failed(format!("rollback of {} to {}: {}; the Degraded bundle stays", bad.digest, good.position.digest, e.message()));
                 return self.finish(&state, at, Err(e), Vec::new());
             }
         };
-        self.change(req, state, at, allow_mass_prune, Vec::new()).await
+        self.change(req, refused, state, at, allow_mass_prune, Vec::new()).await
     }
 
     /// The request that puts `good` back: from the verified cache, its signatures checked
     /// again only when the trust policy changed since it was applied, this agent's version
     /// and expectations checked (not the floor: going back below it is the point), its
-    /// health rules, the plan policy.
-    async fn prepare_rollback(&self, good: &LastHealthy) -> Result<(crate::targets::ApplyRequest, bool), StageError> {
+    /// health rules, the plan policy (the objects it refuses now come back beside the
+    /// request, as for any bundle).
+    async fn prepare_rollback(&self, good: &LastHealthy) -> Result<(crate::targets::ApplyRequest, Vec<crate::targets::ObjectOutcome>, bool), StageError> {
         let digest = &good.position.digest;
         let bundle = fetch::from_cache(self.store(), &self.source.name, digest)?
             .ok_or_else(|| StageError::Failed(format!("{digest} is not in the local cache of verified bundles")))?;
@@ -81,9 +82,9 @@ impl Pipeline {
         let allow_mass_prune = bundle.config.allow_mass_prune;
         let unpacked = unpack::unpack(Verified { bundle, signers })?;
         let known = plan::cluster_kinds(self.target.as_ref(), &unpacked, &self.policy).await?;
-        let mut req = plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager)?;
+        let (mut req, refused) = plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager)?;
         req.health = health;
-        Ok((req, allow_mass_prune))
+        Ok((req, refused, allow_mass_prune))
     }
 
     /// The rollback part of recording an apply of `digest`/`sequence` that ended `health`:
