@@ -35,7 +35,8 @@ pub enum Command {
     /// applies nothing until released.
     Hold(HoldArgs),
     /// Release a hold (every hold file, or the one of --source): the next poll applies the
-    /// newest verified bundle.
+    /// newest verified bundle; or with --rollback the refusal of a bundle this agent rolled
+    /// back from (every source's, or the one of --source).
     Release(ReleaseArgs),
     /// Show what applying the newest verified bundle would do, changing nothing
     /// (exit 0: nothing would change, 3: something would, 1: refused or would fail); with
@@ -80,9 +81,15 @@ pub struct ReleaseArgs {
     /// The agent's state directory.
     #[arg(long, env = "DROVER_STATE_DIR")]
     pub state_dir: PathBuf,
-    /// Release only this source's own hold; without it every hold file is removed.
+    /// Release only this source's own hold (with --rollback: only its rollback refusal);
+    /// without it every hold file is removed (every source's refusal is released).
     #[arg(long, value_name = "NAME")]
     pub source: Option<String>,
+    /// Release the refusal of the bundle rolled back from (`--on-degraded rollback`)
+    /// instead of a hold: the agent applies it again on its next poll when the channel
+    /// still names it (its anti-rollback floor stays).
+    #[arg(long)]
+    pub rollback: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: Output,

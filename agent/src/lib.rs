@@ -40,6 +40,7 @@ pub mod record;
 pub mod refused;
 pub mod report;
 pub mod resolve;
+pub mod rollback;
 pub mod run;
 pub mod runner;
 pub mod serve;

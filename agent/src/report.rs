@@ -63,6 +63,8 @@ pub struct Observed {
     pub held: Option<crate::hold::Held>,
     /// Objects reported drifted (`--drift report`).
     pub drifted: usize,
+    /// A rollback's refusal in force.
+    pub rolled_back: Option<crate::rollback::RolledBack>,
 }
 
 /// The hook where the hold gate is read (every poll): keeps the hold for the next report.
@@ -78,6 +80,7 @@ pub fn observe(observed: &Mutex<Observed>, state: &SourceState, attempt: Option<
     o.health = state.health;
     o.last_attempt = state.last_attempt.clone();
     o.drifted = state.drifted.len();
+    o.rolled_back = state.rolled_back.clone().filter(|r| !r.released);
     // Counts and failing objects change only with an attempt that reached the target.
     if let Some(a) = attempt.filter(|a| !a.objects.is_empty() || a.health.is_some()) {
         o.objects.clear();
@@ -208,6 +211,12 @@ impl Reporter {
                 next_window: h.next_window.clone(),
             }),
             drifted_objects: (obs.drifted > 0).then_some(obs.drifted as u64),
+            rolled_back: obs.rolled_back.as_ref().map(|r| report::ReportRollback {
+                digest: r.from.digest.clone(),
+                sequence: r.from.sequence,
+                to_digest: r.to.digest.clone(),
+                at: r.at.clone(),
+            }),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             reported_at: now_rfc3339(),
         }

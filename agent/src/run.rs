@@ -121,6 +121,11 @@ fn source(settings: &Settings, s: &SourceSettings, clients: &mut Clients, store:
     );
     pipeline.hold = crate::hold::Gate::new(&settings.state_dir, &s.name).with_windows(s.apply_windows.clone());
     pipeline.drift_mode = s.drift_mode;
+    pipeline.health_checks = s.health_checks.clone();
+    pipeline.on_degraded = s.on_degraded;
+    if let Some(rb) = state.rolled_back.as_ref().filter(|r| !r.released) {
+        shared.metrics.show_rolled_back(rb);
+    }
     pipeline.named = s.named;
     pipeline.depends = board.gate(&s.depends_on);
     pipeline.readiness = board.sender(&s.name);

@@ -88,12 +88,12 @@ pub struct Ended {
 }
 
 impl Ended {
-    /// True when a `--once` run of this source succeeded: applied, unchanged or held, and
-    /// not unreachable unless the cached bundle was put back.
+    /// True when a `--once` run of this source succeeded: applied, unchanged, held or
+    /// rolled back, and not unreachable unless the cached bundle was put back.
     pub fn ok(&self) -> bool {
         match self.outcome {
             Some(out) => {
-                matches!(out.result, AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held)
+                matches!(out.result, AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held | AttemptResult::RolledBack)
                     && (!out.unreachable || self.pipeline.shared.ready.load(Ordering::Relaxed))
             }
             None => false,

@@ -53,6 +53,10 @@ pub struct SourceStatus {
     /// (`--drift report`): object, changed or missing, the drifted fields, since when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<DriftedObject>,
+    /// A rollback in force (`--on-degraded rollback`): the Degraded bundle refused (`from`),
+    /// the one put back (`to`), when and why; `released` once an operator lifted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<crate::rollback::RolledBack>,
 }
 
 /// What `status` reports. Field names are part of the interface.
@@ -137,6 +141,7 @@ impl SourceStatus {
         self.inventory = s.inventory.len();
         self.last_attempt = s.last_attempt.clone();
         self.drifted = s.drifted.clone();
+        self.rolled_back = s.rolled_back.clone();
         self.waiting = s.waiting.clone();
     }
 
@@ -170,6 +175,15 @@ impl SourceStatus {
             out.push_str(&format!("drifted:       {} object(s), reported and left as they are (--drift report)\n", self.drifted.len()));
             for d in &self.drifted {
                 out.push_str(&format!("  {} (since {})\n", crate::drift::one(d), d.since));
+            }
+        }
+        if let Some(r) = &self.rolled_back {
+            out.push_str(&format!("rolled back:   from {} (sequence {}) to {} (sequence {}) at {}\n", r.from.digest, r.from.sequence, r.to.digest, r.to.sequence, r.at));
+            out.push_str(&format!("               {}\n", r.reason));
+            if r.released {
+                out.push_str("               released by the operator: the channel's bundle is applied again\n");
+            } else {
+                out.push_str(&format!("               {} is refused until a newer bundle arrives or `drover-agent release --rollback`\n", r.from.digest));
             }
         }
         out.push_str(&format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into())));

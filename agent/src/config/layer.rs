@@ -132,9 +132,20 @@ pub struct ConfigLayer {
     /// Kind that bundles may not contain; repeatable.
     #[arg(long = "deny-kind", value_name = "DENY_KIND", env = "DROVER_DENY_KIND", value_delimiter = ',')]
     pub denied_kinds: Option<Vec<String>>,
-    /// Bound of the health wait after an apply, e.g. 2m.
+    /// Bound of the health wait after an apply, e.g. 2m (0s: sample once, not-ready
+    /// objects are Progressing).
     #[arg(long, env = "DROVER_HEALTH_TIMEOUT")]
     pub health_timeout: Option<String>,
+    /// Health rules in CEL for kinds installed outside drover: a YAML file with a list of
+    /// {apiVersion, kind, current, failed?, inProgress?} (config: the list itself, or the
+    /// file); a bundle's own rule wins for its kind (docs/kubernetes.md, "Health rules").
+    #[arg(long = "health-checks", value_name = "FILE", env = "DROVER_HEALTH_CHECKS", value_parser = HealthChecks::from_flag)]
+    pub health_checks: Option<HealthChecks>,
+    /// What to do when a new bundle is Degraded at the end of the health timeout: `report`
+    /// (the default) or `rollback` (re-apply the last bundle that was Healthy here;
+    /// docs/agent.md, "Rollback").
+    #[arg(long = "on-degraded", value_name = "ACTION", env = "DROVER_ON_DEGRADED")]
+    pub on_degraded: Option<String>,
     /// kube target: bound of one API request, e.g. 30s; no answer by then is a
     /// transient error (retried, then the attempt fails).
     #[arg(long, env = "DROVER_API_TIMEOUT")]
@@ -234,6 +245,64 @@ pub enum DriftMode {
     Correct,
     /// Record them (object and fields) and leave them as they are.
     Report,
+}
+
+/// `healthChecks`: the rules themselves (config file), or a YAML file holding them (the
+/// flag, or a string in the config file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Value", into = "Value")]
+pub enum HealthChecks {
+    /// The rules.
+    List(Vec<drover_proto::health::HealthRule>),
+    /// A file with a YAML list of rules.
+    File(PathBuf),
+}
+
+impl HealthChecks {
+    fn from_flag(s: &str) -> Result<HealthChecks, String> {
+        Ok(HealthChecks::File(PathBuf::from(s)))
+    }
+
+    /// The rules, read from the file when given one.
+    pub(super) fn load(self) -> Result<Vec<drover_proto::health::HealthRule>, String> {
+        match self {
+            HealthChecks::List(rules) => Ok(rules),
+            HealthChecks::File(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                drover_proto::health::parse_yaml(&text, &path.display().to_string())
+            }
+        }
+    }
+}
+
+impl TryFrom<Value> for HealthChecks {
+    type Error = String;
+
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            Value::String(path) => Ok(HealthChecks::File(PathBuf::from(path))),
+            other => drover_proto::health::from_value(other, "healthChecks").map(HealthChecks::List),
+        }
+    }
+}
+
+impl From<HealthChecks> for Value {
+    fn from(h: HealthChecks) -> Value {
+        match h {
+            HealthChecks::List(rules) => serde_json::to_value(rules).expect("rules serialize"),
+            HealthChecks::File(path) => Value::String(path.display().to_string()),
+        }
+    }
+}
+
+/// What the agent does when a new bundle is Degraded at the end of its health wait.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnDegraded {
+    /// Report it (status, history, metrics, report), keep it applied (the default).
+    #[default]
+    Report,
+    /// Re-apply the last bundle that was Healthy on this cluster ([`crate::pipeline`]).
+    Rollback,
 }
 
 pub(super) fn invalid(field: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {

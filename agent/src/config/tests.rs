@@ -95,6 +95,20 @@ fn sources_take_the_top_level_as_defaults() {
 }
 
 #[test]
+fn health_rules_and_rollback_are_per_source() {
+    let yaml = format!(
+        "{TOP}onDegraded: rollback\nsources:\n- name: platform\n  source: r.example/platform:prod\n  healthChecks:\n  - apiVersion: example.com/v1\n    kind: Widget\n    current: status.phase == 'Running'\n- name: team-a\n  source: r.example/team-a:prod\n  onDegraded: report\n"
+    );
+    let s = Settings::merge(ConfigLayer::default(), file(&yaml).unwrap()).unwrap();
+    let (p, a) = (&s.sources[0], &s.sources[1]);
+    assert_eq!((p.on_degraded, a.on_degraded), (OnDegraded::Rollback, OnDegraded::Report), "the top level is the default, the entry wins");
+    assert!(!p.health_checks.is_empty() && a.health_checks.is_empty(), "each source its own rules");
+    let bad = format!("{TOP}sources:\n- name: team-a\n  source: r.example/a:prod\n  healthChecks:\n  - apiVersion: v1\n    kind: Pod\n    current: 'status.phase =='\n");
+    let e = Settings::merge(ConfigLayer::default(), file(&bad).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("sources[0] (team-a)") && e.contains("healthChecks"), "{e}");
+}
+
+#[test]
 fn bad_sources_are_named_with_file_and_entry() {
     let err = |entries: &str| -> String {
         match file(&format!("{TOP}sources:\n{entries}")) {

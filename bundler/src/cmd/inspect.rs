@@ -100,9 +100,27 @@ impl BundleInspection {
             vec!["content".into(), format!("{} ({} bytes)", self.layer.digest, self.layer.size)],
             vec!["objects".into(), self.config.objects.len().to_string()],
             vec!["rendered by".into(), rendered_by(&self.workloads)],
+            vec![
+                "needs agent".into(),
+                match &self.config.min_agent_version {
+                    Some(v) => format!("{v} or newer (minAgentVersion)"),
+                    None => format!("any ({} or newer)", drover_proto::compat::BASELINE),
+                },
+            ],
+            vec!["health rules".into(), self.config.health_checks.len().to_string()],
         ];
         out.table(&["FIELD", "VALUE"], &rows);
         out.line("");
+        if !self.config.health_checks.is_empty() {
+            let rules: Vec<Vec<String>> = self
+                .config
+                .health_checks
+                .iter()
+                .map(|r| vec![r.kind.clone(), r.api_version.clone(), r.current.clone(), dash(r.failed.as_deref().unwrap_or("")), dash(r.in_progress.as_deref().unwrap_or(""))])
+                .collect();
+            out.table(&["KIND", "APIVERSION", "CURRENT", "FAILED", "IN PROGRESS"], &rules);
+            out.line("");
+        }
         if !self.workloads.is_empty() {
             let ws: Vec<Vec<String>> = self.workloads.iter().map(|w| vec![w.name.clone(), renderer(w), dash(w.version.as_deref().unwrap_or(""))]).collect();
             out.table(&["WORKLOAD", "RENDERED BY", "VERSION"], &ws);

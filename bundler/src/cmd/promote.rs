@@ -116,6 +116,14 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
              (a registry's agents refuse it); to place it for a registry repository, promote there, or name the repository: oci:DIR:REPOSITORY:TAG"
         ));
     }
+    if let Some(min) = done.min_agent_version.as_deref() {
+        if let Ok(reports) = args.gate.reports_for(&args.destination).or_else(|_| args.gate.reports_for(&args.source)) {
+            let target = crate::fleet::agents::Target { cluster_type: &done.cluster_type, environment: &done.environment, channel: &dst_tag, min_agent_version: min };
+            for w in crate::fleet::agents::warnings(&reports, &client, &policy, &[target]).await {
+                warn(w);
+            }
+        }
+    }
     Ok(PromoteReport { source: args.source, destination, promoted: true, moved: Some(done), gate: verdict, refused: None })
 }
 

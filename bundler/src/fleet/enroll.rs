@@ -229,6 +229,7 @@ mod tests {
             failing: vec![],
             held: None,
             drifted_objects: None,
+            rolled_back: None,
             agent_version: "t".into(),
             reported_at: "2026-01-01T00:00:00Z".into(),
         };

@@ -4,9 +4,11 @@
 //! ([`classify`]) over the clusters of each channel ([`groups`]), and what is built on
 //! it: the rows and summary of `drover fleet status` ([`status`]), the health gate of
 //! `drover promote --require-healthy` and `drover fleet wait` ([`gate`]), the page of
-//! `drover fleet view` ([`page`]), and what `drover fleet enroll` changes ([`enroll`]).
+//! `drover fleet view` ([`page`]), what `drover fleet enroll` changes ([`enroll`]), and which agents are too old for a
+//! bundle ([`agents`]).
 //! Fleet logic returns its own errors ([`FleetError`]); the commands print.
 
+pub mod agents;
 pub mod classify;
 pub mod enroll;
 pub mod gate;

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use drover_proto::report::roster::{self, Standing};
-use drover_proto::report::store::{self as report_store, Received};
+use drover_proto::report::store::{self as report_store, Received, Unreadable};
 use drover_proto::report::Report;
 use drover_proto::trust::TrustPolicy;
 use drover_proto::{Reference, RegistryClient, Repo};
@@ -109,6 +109,33 @@ impl Reading {
 /// the roster of its own repository (an archive may hold several).
 pub async fn load(sources: &[String], client: &RegistryClient, judge: &Judge<'_>) -> Result<Reading, FleetError> {
     let mut reading = Reading::default();
+    scan(sources, client, judge, |s, outcome| match outcome {
+        Ok((received, standing)) => reading.add(received, standing, judge),
+        Err(u) => {
+            if let Judge::Declared(m) = judge {
+                let tag = u.name.rsplit(':').next().unwrap_or(&u.name);
+                if m.get(tag).is_some() {
+                    reading.declared_unusable.entry(tag.to_string()).or_insert_with(|| u.reason.clone());
+                }
+            }
+            reading.unreadable += 1;
+            keep_first(&mut reading.unreadable_named, format!("{s}: {}", u.name), u.reason);
+        }
+    })
+    .await?;
+    reading.settle();
+    Ok(reading)
+}
+
+/// The one reading of the reports: hands `each` every report of `sources` as it arrives,
+/// judged as `judge` says, or why its tag is unusable (with the source it came from).
+/// Keeps nothing itself: what a reader keeps is its own choice ([`load`]).
+pub async fn scan(
+    sources: &[String],
+    client: &RegistryClient,
+    judge: &Judge<'_>,
+    mut each: impl FnMut(&str, Result<(Received, Standing), Unreadable>),
+) -> Result<(), FleetError> {
     let now = drover_proto::time::now_unix();
     let store = |what: String| move |source| FleetError::Store { what, source };
     for s in sources {
@@ -121,19 +148,12 @@ pub async fn load(sources: &[String], client: &RegistryClient, judge: &Judge<'_>
         let (repo, _) = Repo::open(&parsed, client, false).map_err(store(format!("opening the reports repository {s}")))?;
         let names = report_store::candidates(&repo).await.map_err(store(format!("reading reports from {s}")))?;
         let mut rosters: HashMap<Option<String>, roster::Held> = HashMap::new();
-        let mut each = std::pin::pin!(report_store::read_each(&repo, names, CONCURRENCY));
-        while let Some(outcome) = each.next().await {
+        let mut reports = std::pin::pin!(report_store::read_each(&repo, names, CONCURRENCY));
+        while let Some(outcome) = reports.next().await {
             let received = match outcome {
                 Ok(r) => r,
                 Err(u) => {
-                    if let Judge::Declared(m) = judge {
-                        let tag = u.name.rsplit(':').next().unwrap_or(&u.name);
-                        if m.get(tag).is_some() {
-                            reading.declared_unusable.entry(tag.to_string()).or_insert_with(|| u.reason.clone());
-                        }
-                    }
-                    reading.unreadable += 1;
-                    keep_first(&mut reading.unreadable_named, format!("{s}: {}", u.name), u.reason);
+                    each(s, Err(u));
                     continue;
                 }
             };
@@ -149,11 +169,10 @@ pub async fn load(sources: &[String], client: &RegistryClient, judge: &Judge<'_>
                     rosters[&repository].judge(&received, now)
                 }
             };
-            reading.add(received, standing, judge);
+            each(s, Ok((received, standing)));
         }
     }
-    reading.settle();
-    Ok(reading)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -37,6 +37,10 @@ pub struct ClusterType {
     pub labels: BTreeMap<String, String>,
     /// Its values level.
     pub level: Level,
+    /// Its health rules (`healthChecks`), checked.
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
+    /// Its file (for messages).
+    pub file: String,
 }
 
 /// A workload: where it goes, its defaults and its templates.
@@ -61,6 +65,8 @@ pub struct Workload {
     pub dir: PathBuf,
     /// `workload.yaml` display path.
     pub file: String,
+    /// Its health rules (`spec.healthChecks`), checked.
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// A loaded, validated platform definition.
@@ -71,6 +77,10 @@ pub struct Platform {
     pub environments: Vec<String>,
     /// Extra cluster-scoped kinds from `fleet.yaml`.
     pub cluster_scoped_kinds: Vec<String>,
+    /// `fleet.yaml` `spec.healthChecks`, checked.
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
+    /// `fleet.yaml` display path.
+    pub fleet_file: String,
     /// Cluster types by name.
     pub cluster_types: BTreeMap<String, ClusterType>,
     /// Environment values by environment.
@@ -238,7 +248,8 @@ impl Platform {
                 }
             }
             let level = level(&path, doc.values, doc.workloads)?;
-            cluster_types.insert(name.clone(), ClusterType { name, labels: doc.metadata.labels, level });
+            let health_checks = super::health::checked(&path, "healthChecks", doc.health_checks)?;
+            cluster_types.insert(name.clone(), ClusterType { name, labels: doc.metadata.labels, level, health_checks, file: path });
         }
         if cluster_types.is_empty() {
             return Err(err(&root.join("cluster-types").display().to_string(), "no cluster types (add cluster-types/<name>.yaml with kind: ClusterType)"));
@@ -331,6 +342,7 @@ impl Platform {
                 }
             }
             let defaults = as_map(&path, "values", doc.values)?;
+            let health_checks = super::health::checked(&path, "spec.healthChecks", doc.spec.health_checks)?;
             let command = doc.spec.render.map(CommandRenderer::from_spec).transpose().map_err(|m| err(&path, m))?;
             let mut templates = Vec::new();
             let tdir = format!("workloads/{w}/templates");
@@ -363,6 +375,7 @@ impl Platform {
                     templates,
                     command,
                     file: path,
+                    health_checks,
                 },
             );
         }
@@ -381,6 +394,8 @@ impl Platform {
             root: root.to_path_buf(),
             environments,
             cluster_scoped_kinds: fleet.spec.cluster_scoped_kinds,
+            health_checks: super::health::checked(&fleet_path, "spec.healthChecks", fleet.spec.health_checks)?,
+            fleet_file: fleet_path,
             cluster_types,
             environment_levels,
             overrides,

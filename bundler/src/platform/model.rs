@@ -56,6 +56,9 @@ pub struct FleetSpec {
     /// `super::membership::check_clusters`).
     #[serde(default)]
     pub clusters: Vec<ClusterEntry>,
+    /// Health rules in CEL for every cluster type's bundle (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `fleet.yaml` `spec.clusters[]`: one declared cluster.
@@ -88,6 +91,9 @@ pub struct ClusterTypeDoc {
     /// Values for one workload each.
     #[serde(default)]
     pub workloads: BTreeMap<String, Value>,
+    /// Health rules in CEL for this cluster type's bundles (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `environments/<env>.yaml`.
@@ -162,6 +168,9 @@ pub struct WorkloadSpec {
     /// renderer").
     #[serde(default)]
     pub render: Option<RenderSpec>,
+    /// Health rules in CEL for the bundles this workload is in (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `workload.yaml` `spec.render`: the command that renders the workload.

@@ -42,7 +42,7 @@ use crate::trust::TrustError;
 pub const MAX_SEQUENCE: u64 = 1 << 53;
 
 /// Where a channel (or a candidate for it) stands: a bundle digest and its signed sequence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Position {
     /// The bundle's manifest digest.

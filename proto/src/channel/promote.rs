@@ -30,6 +30,15 @@ pub struct Promoted {
     pub digest: String,
     /// Its sequence.
     pub sequence: u64,
+    /// The agent version it needs (its config's `minAgentVersion`), when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_agent_version: Option<String>,
+    /// Its cluster type (from its signed config).
+    #[serde(skip)]
+    pub cluster_type: String,
+    /// Its environment (from its signed config).
+    #[serde(skip)]
+    pub environment: String,
     /// What the destination held before, when it verified.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous: Option<Position>,
@@ -158,6 +167,9 @@ pub async fn promote(
     Ok(Promoted {
         digest: head.digest.clone(),
         sequence: head.config.sequence,
+        min_agent_version: head.config.min_agent_version.clone(),
+        cluster_type: head.config.cluster_type.clone(),
+        environment: head.config.environment.clone(),
         previous,
         untrusted_previous,
         copied,
