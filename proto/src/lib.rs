@@ -9,6 +9,7 @@ pub mod channel;
 pub mod config;
 pub mod digest;
 pub mod error;
+pub mod hint;
 pub mod keys;
 pub mod layout;
 pub mod manifest;
