@@ -103,7 +103,7 @@ fn open_store(dir: &Path, notice: Option<&str>) -> anyhow::Result<Store> {
         bail!("{} holds no agent database (nothing recorded yet)", dir.display());
     }
     Store::open(dir).with_context(|| match notice {
-        Some(n) => format!("{n}; the database of {} is busy, so its agent runs elsewhere: pass --endpoint URL (its --listen)", dir.display()),
+        Some(n) => format!("{n}; the database of {} is busy, so its agent runs elsewhere: pass --endpoint URL (the address of its `drover-agent run --listen`)", dir.display()),
         None => format!("no agent answers and the database of {} is busy; is its agent listening elsewhere (--endpoint)?", dir.display()),
     })
 }

@@ -146,8 +146,8 @@ impl RecordInspection {
             vec!["environment".into(), r.environment.clone()],
             vec!["revision".into(), r.revision.clone()],
             vec!["published".into(), r.time.clone()],
-            vec!["promotion gate".into(), if r.gate_skipped { "SKIPPED (--skip-promotion-gate)".into() } else { "passed".into() }],
-            vec!["signature".into(), signature_line(self.signed, &self.signature_tag, "drover releases --trust-key")],
+            vec!["promotion gate".into(), if r.gate_skipped { "SKIPPED (`drover publish --skip-promotion-gate`)".into() } else { "passed".into() }],
+            vec!["signature".into(), signature_line(self.signed, &self.signature_tag, "`drover releases --trust-key PUB`")],
         ];
         out.table(&["FIELD", "VALUE"], &rows);
         out.line("");

@@ -213,7 +213,7 @@ pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
     let source_repository = args
         .source_repository
         .clone()
-        .or_else(|| git(&args.platform, &["config", "--get", "remote.origin.url"]))
+        .or_else(|| git(&args.platform, &["config", "remote.origin.url"]))
         .unwrap_or_default();
     let key = load_signing_key(&args.key)?;
     let policy = if args.trust_keys.is_empty() {

@@ -97,7 +97,7 @@ impl Verdict {
         );
         if self.clusters == 0 {
             s.push_str(&format!(
-                "\n  no cluster following {} has reported (is --reports the repository the agents write to, and do they run with --cluster-name?)",
+                "\n  no cluster following {} has reported (is --reports the repository the agents write to, and do they run with `drover-agent run --cluster-name NAME`?)",
                 c.channel
             ));
         }

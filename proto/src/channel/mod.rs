@@ -64,7 +64,7 @@ pub enum Move {
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
     /// A sequence above [`MAX_SEQUENCE`] (or one that would overflow).
-    #[error("{what}: sequence {sequence} is implausible (the limit is 2^53 = {MAX_SEQUENCE}); sequences are Unix seconds or small counters. A bundle claiming it is not one drover published: delete that tag, or republish with a sane --sequence")]
+    #[error("{what}: sequence {sequence} is implausible (the limit is 2^53 = {MAX_SEQUENCE}); sequences are Unix seconds or small counters. A bundle claiming it is not one drover published: delete that tag, or republish with a sane sequence (`drover publish`, or `drover push DIR REF --sequence N`)")]
     Implausible {
         /// What carried the sequence.
         what: String,
@@ -93,7 +93,7 @@ pub enum ChannelError {
         candidate: Position,
     },
     /// A history tag already names another bundle (history tags are immutable).
-    #[error("{tag} already holds {existing}; history tags are immutable: publish {wanted} with a higher --sequence")]
+    #[error("{tag} already holds {existing}; history tags are immutable: publish {wanted} with a higher sequence (`drover push DIR REF --sequence N`)")]
     HistoryTaken {
         /// The history tag (reference text).
         tag: String,

@@ -165,7 +165,7 @@ pub fn check(placement: &Placement, repo: &Repo, channel: &str, digest: &str, se
     match placement {
         Placement::Missing { reference } => Err(format!(
             "{digest} is on channel {channel} ({at}) without a signed channel statement: {reference} does not exist. \
-             A bundle is placed on a channel by drover publish, promote or rollback with --key; a tag written any other way is not followed. \
+             A bundle is placed on a channel by a signed drover publish, promote or rollback; a tag written any other way is not followed. \
              If this bundle belongs on {channel} (a channel last moved before channel statements existed, or a tag copied by hand), place it: {place} \
              (docs/signatures.md, \"Channel statements\")"
         )),
@@ -184,7 +184,7 @@ pub fn check(placement: &Placement, repo: &Repo, channel: &str, digest: &str, se
             }
             Err(format!(
                 "{digest} (sequence {sequence}) is on channel {channel} ({at}), but the signed channel statement {reference} places {} (sequence {}, {}, repository {}) there: \
-                 the tag was moved without a statement (drover promote/publish/rollback --key). If this bundle belongs on {channel}, place it: {place}",
+                 the tag was moved without a statement (drover publish, promote and rollback sign one). If this bundle belongs on {channel}, place it: {place}",
                 statement.digest, statement.sequence, statement.time, statement.repository
             ))
         }

@@ -1,7 +1,10 @@
 //! The kube target's Events (docs/kubernetes.md, "Events"): each [`Event`] of the
 //! pipeline becomes an `events.k8s.io/v1` Event in the agent's namespace, regarding the
-//! source's state ConfigMap (`kubectl get events -n drover-system`, `kubectl describe
-//! configmap drover-state-...`), written with the agent's own identity.
+//! source's state ConfigMap by name and uid (`kubectl get events -n drover-system`,
+//! `kubectl describe configmap drover-state-...`), written with the agent's own identity.
+//! The uid is the one the agent last read or wrote; before the first Event of a new
+//! agent, whose ConfigMap may not exist yet, it is asked for (and the ConfigMap created
+//! empty when missing: [`super::state::regarded`]).
 //!
 //! As client-go's event broadcaster: a repeat of the same Event (type, reason, action,
 //! note, regarding) within [`SERIES_WINDOW`] of its last observation is not a new Event
@@ -20,13 +23,14 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use tokio::sync::{mpsc, oneshot};
 
+use super::state::{configmap_name, regarded};
 use crate::events::Event;
 
 /// `reportingController` of every Event.
@@ -43,7 +47,7 @@ const QUEUE: usize = 64;
 const MAX_SERIES: usize = 128;
 
 enum Msg {
-    Record { regarding: String, event: Event },
+    Record { source: String, event: Event },
     Seen { regarding: String, uid: String },
     Flush(oneshot::Sender<()>),
 }
@@ -76,7 +80,13 @@ impl Recorder {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         Some(self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::channel(QUEUE);
-            let writer = Writer { api: Api::namespaced(self.client.clone(), &self.namespace), namespace: self.namespace.clone(), instance: self.instance.clone(), failing: false };
+            let writer = Writer {
+                api: Api::namespaced(self.client.clone(), &self.namespace),
+                configmaps: Api::namespaced(self.client.clone(), &self.namespace),
+                namespace: self.namespace.clone(),
+                instance: self.instance.clone(),
+                failing: false,
+            };
             handle.spawn(writer.run(rx));
             tx
         }))
@@ -91,10 +101,10 @@ impl Recorder {
         }
     }
 
-    /// Queues `event` regarding the ConfigMap `regarding` of the agent's namespace (a
-    /// source's state ConfigMap); never blocks.
-    pub fn record(&self, regarding: &str, event: &Event) {
-        self.send(Msg::Record { regarding: regarding.to_string(), event: event.clone() });
+    /// Queues `event` regarding the state ConfigMap of `source` in the agent's namespace;
+    /// never blocks.
+    pub fn record(&self, source: &str, event: &Event) {
+        self.send(Msg::Record { source: source.to_string(), event: event.clone() });
     }
 
     /// The ConfigMap `regarding` has `uid` (Events then name it, so `kubectl describe
@@ -137,6 +147,8 @@ type Key = (String, Event);
 /// The background writer.
 struct Writer {
     api: Api<KubeEvent>,
+    /// The state ConfigMaps the Events regard (for their uid).
+    configmaps: Api<ConfigMap>,
     namespace: String,
     instance: String,
     /// The last request failed (later failures are logged at debug).
@@ -152,8 +164,19 @@ impl Writer {
         loop {
             tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(Msg::Record { regarding, event }) => {
-                        let uid = uids.get(&regarding).cloned();
+                    Some(Msg::Record { source, event }) => {
+                        let regarding = configmap_name(&source);
+                        let uid = match uids.get(&regarding) {
+                            Some(uid) => Some(uid.clone()),
+                            None => {
+                                let asked = tokio::time::timeout(2 * REQUEST_TIMEOUT, regarded(&self.configmaps, &self.namespace, &source)).await;
+                                let uid = asked.ok().flatten();
+                                if let Some(u) = &uid {
+                                    uids.insert(regarding.clone(), u.clone());
+                                }
+                                uid
+                            }
+                        };
                         self.record(&mut series, regarding, event, uid).await;
                     }
                     Some(Msg::Seen { regarding, uid }) => {

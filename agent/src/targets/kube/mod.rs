@@ -116,7 +116,7 @@ impl Target for KubeTarget {
     }
 
     fn record_event(&self, source: &str, event: &crate::events::Event) {
-        self.events.record(&state::configmap_name(source), event);
+        self.events.record(source, event);
     }
 
     fn flush_events(&self, timeout: Duration) -> BoxFuture<'_, ()> {
