@@ -70,7 +70,7 @@ fn apply_windows_and_drift_mode() {
 /// `--flag V` changes no setting. And the settings with a plain default show it.
 #[test]
 fn help_shows_the_real_defaults() {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
     let base = [
         "drover-agent", "run", "--source", "r.example/fleet/edge:prod", "--trust-key", "k.pub", "--target", "dir:/tmp/x", "--state-dir", "/tmp/s",
         "--leader-election", "--cluster-name", "c1", "--expect-cluster-type", "edge", "--expect-environment", "prod",

@@ -1,0 +1,151 @@
+//! `drover inspect REF [--trust-key PUB...]`: what REF is and what it holds, from its
+//! manifest and config alone (a bundle's content layer is not downloaded). REF may be a
+//! bundle ([`bundle`]), a release record of `drover publish` ([`record`]) or a channel
+//! statement (`<channel>.statement`, [`statement`]); the manifest's media types say which.
+//! Signatures are found but not judged, unless `--trust-key` is given: then their state
+//! against that policy (keys and threshold) is shown, by the rule every reader applies
+//! (`drover_proto::trust::verify`). Showing is not gating: the exit code is 0 either way
+//! (`drover verify` is the gate).
+
+mod bundle;
+mod record;
+mod statement;
+
+use anyhow::Context;
+use drover_proto::digest::signature_tag;
+use drover_proto::manifest::Manifest;
+use drover_proto::trust::{self, TrustError, TrustPolicy};
+use drover_proto::{media, FetchLimits, Reference, Repo};
+use serde::Serialize;
+
+use crate::output::{Report, Text};
+use crate::regargs::RegistryArgs;
+use crate::trustargs::TrustArgs;
+
+pub use bundle::BundleInspection;
+pub use record::RecordInspection;
+pub use statement::StatementInspection;
+
+/// Arguments of `drover inspect`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to inspect: a bundle, a release record or a channel statement
+    /// (HOST/REPO:TAG, HOST/REPO@sha256:..., HOST/REPO:CHANNEL.statement, oci:DIR:TAG,
+    /// oci:DIR@sha256:... or oci-archive:FILE:TAG).
+    reference: String,
+    /// Judge the signatures against these keys (optional; without them signatures are
+    /// only found).
+    #[command(flatten)]
+    trust: TrustArgs,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// What `inspect` found (`kind`).
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Inspection {
+    /// A drover bundle.
+    Bundle(Box<BundleInspection>),
+    /// A release record left by `drover publish`.
+    ReleaseRecord(RecordInspection),
+    /// A channel statement (`<channel>.statement`).
+    ChannelStatement(StatementInspection),
+}
+
+impl Report for Inspection {
+    fn write_text(&self, out: &mut Text) {
+        match self {
+            Inspection::Bundle(b) => b.write_text(out),
+            Inspection::ReleaseRecord(r) => r.write_text(out),
+            Inspection::ChannelStatement(s) => s.write_text(out),
+        }
+    }
+}
+
+/// The signatures of a manifest digest, as `inspect` shows them.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Signatures {
+    /// The signature manifest's tag (`sha256-<hex>.sig`).
+    pub tag: String,
+    /// True when it exists.
+    pub present: bool,
+    /// Their state against `--trust-key` (absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified: Option<Judged>,
+}
+
+/// Signatures judged against a trust policy.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Judged {
+    /// True when at least `threshold` distinct trusted keys signed.
+    pub satisfied: bool,
+    /// Distinct trusted keys required.
+    pub threshold: usize,
+    /// Fingerprints of the trusted keys that signed.
+    pub signed_by: Vec<String>,
+    /// Why it is not satisfied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Signatures {
+    /// The signatures of `digest` in `repo`, judged against `policy` when given.
+    async fn of(repo: &Repo, digest: &str, policy: Option<&TrustPolicy>) -> anyhow::Result<Signatures> {
+        let tag = signature_tag(digest);
+        let present = repo.resolve(&tag).await.map(|d| d.is_some()).unwrap_or(false);
+        let Some(policy) = policy else { return Ok(Signatures { tag, present, verified: None }) };
+        let threshold = policy.threshold;
+        let judged = match trust::verify(repo, digest, policy).await {
+            Ok(v) => Judged { satisfied: v.satisfied, threshold, signed_by: v.matched.iter().map(|m| m.fingerprint.clone()).collect(), reason: None },
+            Err(TrustError::Store(e)) => return Err(e).with_context(|| format!("reading the signatures of {}", repo.describe(digest))),
+            Err(TrustError::NotSatisfied(v)) => Judged {
+                satisfied: false,
+                threshold,
+                signed_by: v.matched.iter().map(|m| m.fingerprint.clone()).collect(),
+                reason: Some(TrustError::NotSatisfied(v).to_string()),
+            },
+            Err(e) => Judged { satisfied: false, threshold, signed_by: Vec::new(), reason: Some(e.to_string()) },
+        };
+        Ok(Signatures { tag, present, verified: Some(judged) })
+    }
+
+    /// One line: verified (by whom), not satisfied (why), or only found.
+    fn line(&self) -> String {
+        match (&self.verified, self.present) {
+            (Some(j), _) if j.satisfied => {
+                let by: Vec<&str> = j.signed_by.iter().map(|f| &f[..f.len().min(12)]).collect();
+                format!("verified: {} of {} required trusted key(s) signed ({})", j.signed_by.len(), j.threshold, by.join(", "))
+            }
+            (Some(j), _) => format!("NOT verified: {}", j.reason.as_deref().unwrap_or("not satisfied")),
+            (None, true) => format!("present at {} (not verified: pass --trust-key PUB)", self.tag),
+            (None, false) => "none".into(),
+        }
+    }
+}
+
+/// Runs `drover inspect`.
+pub async fn run(args: Args) -> anyhow::Result<Inspection> {
+    let policy = args.trust.optional_policy()?;
+    let parsed = Reference::parse(&args.reference)?;
+    let client = args.registry.client_for(&[&args.reference])?;
+    let (repo, lookup) = Repo::open(&parsed, &client, false).with_context(|| format!("opening {}", args.reference))?;
+    let lookup = lookup.ok_or_else(|| anyhow::anyhow!("{} names no tag or digest (add :TAG or @sha256:...)", args.reference))?;
+    let limits = FetchLimits::default();
+    let (bytes, digest) = repo.manifest(&lookup, limits.manifest).await.with_context(|| format!("fetching {}", args.reference))?;
+    let (config_type, artifact_type) = match Manifest::from_slice(&bytes) {
+        Ok(m) => (m.config.media_type, m.artifact_type.unwrap_or_default()),
+        Err(_) => (String::new(), String::new()),
+    };
+    let policy = policy.as_ref();
+    if config_type == media::RELEASE_RECORD {
+        return Ok(Inspection::ReleaseRecord(record::inspect(&repo, &args.reference, &digest, policy).await?));
+    }
+    if artifact_type == media::STATEMENT_ARTIFACT_TYPE || config_type == media::STATEMENT {
+        return Ok(Inspection::ChannelStatement(statement::inspect(&repo, &args.reference, &lookup, policy).await?));
+    }
+    let head = repo.fetch_bundle_head(bytes, digest, &limits).await.with_context(|| format!("reading {}", args.reference))?;
+    Ok(Inspection::Bundle(Box::new(bundle::inspect(&repo, &args.reference, head, policy).await?)))
+}
