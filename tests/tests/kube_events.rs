@@ -71,6 +71,13 @@ fn applied_and_rejected_bundles_show_in_kubectl_get_events(env: &Env) {
     let v1 = env.kubectl_ok(&["get", "events.v1.events.k8s.io", e["metadata"]["name"].as_str().unwrap(), "-n", &env.ns, "-o", "json"]).json();
     assert_eq!((v1["note"].as_str(), v1["regarding"]["name"].as_str()), (Some(message), e["involvedObject"]["name"].as_str()));
     assert_eq!(v1["action"], "Apply");
+    // As an operator reads them: `kubectl get events` prints the server's event columns
+    // (a real server and the fake both answer kubectl's Table request).
+    let table = env.kubectl_ok(&["get", "events", "-n", &env.ns]).stdout;
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(header, ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], "{table}");
+    let state_object = format!("configmap/{}", state_name(&env.reference));
+    assert!(table.lines().any(|l| l.contains("Normal") && l.contains("Applied") && l.contains(&state_object) && l.contains(digest)), "{table}");
 
     // A resync that changes nothing adds nothing.
     env.agent_ok(&[]);
