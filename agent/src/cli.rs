@@ -120,6 +120,34 @@ pub struct RunArgs {
     pub once: bool,
 }
 
+/// A table as the commands print it: every column as wide as its widest cell (header
+/// included), two spaces between columns, the last column not padded.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == last {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
 /// Prints a command's result: `value` as JSON, or `text()` as the table.
 pub fn emit<T: serde::Serialize>(output: Output, value: &T, text: impl FnOnce() -> String) -> anyhow::Result<()> {
     use anyhow::Context;

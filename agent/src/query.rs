@@ -159,14 +159,25 @@ pub async fn history(args: &QueryArgs) -> anyhow::Result<History> {
     }
 }
 
-/// The history as a table, newest first.
+/// The history as a table, newest first: when, result, sequence, digest (short), objects
+/// reached, drift (objects a resync found drifted: corrected, or reported with `--drift
+/// report`), and why.
 pub fn history_text(attempts: &[Attempt]) -> String {
-    let mut out = format!("{:<21} {:<9} {:>8} {:<19} {:>7}  REASON\n", "AT", "RESULT", "SEQUENCE", "DIGEST", "OBJECTS");
-    for a in attempts {
-        let s = &a.summary;
-        let digest = s.digest.as_deref().map(|d| d.chars().take(19).collect::<String>()).unwrap_or_else(|| "-".into());
-        let seq = s.sequence.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-        out += &format!("{:<21} {:<9} {:>8} {:<19} {:>7}  {}\n", s.at, s.result, seq, digest, a.objects.len(), s.reason);
-    }
-    out
+    let dash = |s: Option<String>| s.unwrap_or_else(|| "-".into());
+    let rows: Vec<Vec<String>> = attempts
+        .iter()
+        .map(|a| {
+            let s = &a.summary;
+            vec![
+                s.at.clone(),
+                s.result.to_string(),
+                dash(s.sequence.map(|x| x.to_string())),
+                dash(s.digest.as_deref().map(|d| d.chars().take(19).collect())),
+                a.objects.len().to_string(),
+                if a.drift > 0 { a.drift.to_string() } else { "-".into() },
+                s.reason.clone(),
+            ]
+        })
+        .collect();
+    crate::cli::table(&["AT", "RESULT", "SEQUENCE", "DIGEST", "OBJECTS", "DRIFT", "REASON"], &rows)
 }
