@@ -1,4 +1,4 @@
-//! The command line: `drover-agent run | status | history | hold | release | plan`.
+//! The command line: `drover-agent run | status | history | reconcile | hold | release | plan`.
 
 use std::path::PathBuf;
 
@@ -28,6 +28,9 @@ pub enum Command {
     Status(QueryArgs),
     /// Show the last attempts with per-object outcomes (same agent as status).
     History(QueryArgs),
+    /// Ask the running agent to poll now, and wait for that attempt's result (exit 0:
+    /// applied, unchanged or held; 1: refused or failed).
+    Reconcile(ReconcileArgs),
     /// Hold the agent: it keeps polling and verifying but applies nothing until released.
     Hold(HoldArgs),
     /// Release a hold: the next poll applies the newest verified bundle.
@@ -102,6 +105,27 @@ pub struct QueryArgs {
     /// history: show at most this many attempts (newest first).
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+}
+
+/// Flags of `reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The running agent's HTTP endpoint (default: the one --state-dir records, else
+    /// http://127.0.0.1:9464).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// The agent's state directory: the agent asked is the one running on it.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The source to poll (the agent's source reference; default: its source).
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
+    /// How long to wait for the attempt's result, e.g. 15m.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub timeout: String,
+    /// Output format: a short line, or JSON (camelCase fields).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// Flags of `run`: the settings (each also a `--config` file field and a `DROVER_*`

@@ -28,6 +28,7 @@ pub mod private;
 pub mod prune;
 pub mod query;
 pub mod recall;
+pub mod reconcile;
 pub mod record;
 pub mod report;
 pub mod resolve;
@@ -148,6 +149,11 @@ pub fn main_entry() -> i32 {
                 }
                 cli::emit(q.output, &h.attempts, || query::history_text(&h.attempts))?;
                 Ok(0)
+            }
+            Command::Reconcile(a) => {
+                let r = query::reconcile(&a).await?;
+                cli::emit(a.output, &r, || r.to_text())?;
+                Ok(if r.ok() { 0 } else { 1 })
             }
             Command::Hold(a) => {
                 let h = hold::hold(&a.state_dir, &a.reason)?;

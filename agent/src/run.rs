@@ -165,6 +165,18 @@ pub fn policy(settings: &Settings) -> Policy {
     }
 }
 
+/// What the attempt that just ended did, for the reconcile requests it answers.
+fn reconciled(shared: &Shared, result: AttemptResult) -> crate::reconcile::Reconciled {
+    let st = shared.status.lock().expect("status lock");
+    crate::reconcile::Reconciled {
+        source: st.source.clone(),
+        result,
+        last_attempt: st.last_attempt.clone(),
+        applied_digest: st.applied_digest.clone(),
+        applied_sequence: st.applied_sequence,
+    }
+}
+
 /// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let trust = trust(&settings)?;
@@ -188,7 +200,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let observed = Mutex::new(Observed::default());
     crate::report::observe(&observed, &state, None);
     let shared =
-        Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed });
+        Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed, reconcile: Default::default() });
     let mut reporter = reporter(&settings, &client)?;
     set_role(&shared, "single");
     let listen = serve_http(&settings, once, shared.clone()).await?;
@@ -233,6 +245,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
             }
             set_role(&shared, "leader");
         }
+        shared.reconcile.started();
         let outcome = {
             let cycle = pipeline.cycle();
             tokio::pin!(cycle);
@@ -250,6 +263,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
             }
         };
         let Some(out) = outcome else { break 0 };
+        shared.reconcile.finished(reconciled(&shared, out.result));
         crate::memory::trim();
         if let Some(r) = reporter.as_mut() {
             // The key is asked for after a cycle: on the kube target the first apply may
@@ -277,6 +291,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         let delay = if failures > 0 { backoff(settings.interval, failures) } else { jitter(settings.interval, 0.1) };
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
+            _ = shared.reconcile.requested() => tracing::info!("reconcile requested: polling now"),
             _ = &mut stop => { tracing::info!("SIGTERM: stopping"); break 0; }
         }
     };

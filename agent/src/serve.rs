@@ -1,6 +1,8 @@
-//! The HTTP surface: `/healthz`, `/readyz`, `/status` (JSON), `/history` (JSON) and
-//! `/metrics` (Prometheus text), and the server that carries it with bounds for clients
-//! of the port ([`serve`]): the DaemonSet listens on every address under a 64 MiB limit.
+//! The HTTP surface: `/healthz`, `/readyz`, `/status` (JSON), `/history` (JSON),
+//! `/metrics` (Prometheus text) and `/reconcile` (poll now, [`crate::reconcile`]: for
+//! clients on the agent's own host only), and the server that carries it with bounds for
+//! clients of the port ([`serve`]): the DaemonSet listens on every address under a 64 MiB
+//! limit.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -45,8 +47,8 @@ impl Default for Limits {
 pub async fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limits) {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.connections));
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
             Err(e) => {
                 // Out of descriptors (EMFILE) or a connection reset before accept: wait a
                 // little instead of spinning.
@@ -60,7 +62,7 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limit
             drop(stream);
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let service = hyper_util::service::TowerToHyperService::new(app.clone().layer(axum::Extension(Peer(peer))));
         tokio::spawn(async move {
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(hyper_util::rt::TokioTimer::new())
@@ -84,7 +86,57 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/status", get(status))
         .route("/history", get(history))
         .route("/metrics", get(metrics))
+        .route("/reconcile", get(reconcile_result).post(reconcile_now))
         .with_state(shared)
+}
+
+/// The address a TCP client connected from.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
+
+/// Longest a `GET /reconcile` waits for its attempt (within every connection bound).
+pub const RECONCILE_WAIT: Duration = Duration::from_secs(20);
+
+#[derive(serde::Deserialize)]
+struct ReconcileQuery {
+    source: Option<String>,
+    attempt: Option<u64>,
+    wait: Option<u64>,
+}
+
+/// Why this agent does not take a reconcile request: a client of another host, another
+/// source, a standby.
+fn reconcile_refused(s: &Shared, peer: Option<Peer>, source: Option<&str>) -> Option<Response> {
+    if let Some(Peer(addr)) = peer.filter(|p| !p.0.ip().is_loopback()) {
+        return Some((StatusCode::FORBIDDEN, format!("reconcile is served to the agent's own host only, not to {}\n", addr.ip())).into_response());
+    }
+    let st = s.status.lock().expect("status lock");
+    if let Some(name) = source.filter(|n| *n != st.source) {
+        return Some((StatusCode::NOT_FOUND, format!("this agent polls {}, not {name}\n", st.source)).into_response());
+    }
+    (st.role == "standby").then(|| (StatusCode::CONFLICT, "this agent stands by: the leader polls; ask the leader's agent\n").into_response())
+}
+
+/// `POST /reconcile[?source=NAME]`: wakes the poll loop; answers the attempt's number.
+async fn reconcile_now(State(s): State<Arc<Shared>>, peer: Option<axum::Extension<Peer>>, Query(q): Query<ReconcileQuery>) -> Response {
+    if let Some(no) = reconcile_refused(&s, peer.map(|p| p.0), q.source.as_deref()) {
+        return no;
+    }
+    (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": s.reconcile.request()}))).into_response()
+}
+
+/// `GET /reconcile?attempt=N[&wait=SECONDS]`: what attempt N did (200), or 202 while it
+/// runs (after waiting at most `wait`, at most [`RECONCILE_WAIT`]).
+async fn reconcile_result(State(s): State<Arc<Shared>>, peer: Option<axum::Extension<Peer>>, Query(q): Query<ReconcileQuery>) -> Response {
+    if let Some(no) = reconcile_refused(&s, peer.map(|p| p.0), q.source.as_deref()) {
+        return no;
+    }
+    let Some(attempt) = q.attempt else { return (StatusCode::BAD_REQUEST, "attempt=N is required (POST /reconcile answers it)\n").into_response() };
+    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(RECONCILE_WAIT);
+    match s.reconcile.result(attempt, wait).await {
+        Some(done) => Json(done).into_response(),
+        None => (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": attempt, "running": true}))).into_response(),
+    }
 }
 
 async fn readyz(State(s): State<Arc<Shared>>) -> Response {

@@ -20,4 +20,6 @@ pub struct Shared {
     pub store: Arc<Store>,
     /// What the next fleet report says (written where attempts are recorded).
     pub observed: Mutex<Observed>,
+    /// "Poll now" requests (`drover-agent reconcile`) and the attempts that answer them.
+    pub reconcile: crate::reconcile::Reconcile,
 }

@@ -96,3 +96,53 @@ fn run_help_shows_every_default() {
         assert!(help[at..next].contains(&format!("[default: {default}]")), "{flag} shows its default {default}:\n{}", &help[at..next]);
     }
 }
+
+#[test]
+fn reconcile_makes_a_running_agent_with_a_one_hour_interval_apply_a_new_bundle_now() {
+    use agent_support::{live_status, terminate, wait_until};
+    let fx = Fx::new();
+    let v1 = fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    let listen = format!("127.0.0.1:{}", drover_tests::free_port());
+    let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1h"]);
+    wait_until(60, "v1 applied by the first poll", || agent_support::http_get(&listen, "/status").is_some() && live_status(&listen)["appliedDigest"] == v1.as_str());
+    let v2 = fx.push(&objs(&[cm("app", "a", "2")]), 2, Some("k1"), &[]);
+
+    let state = fx.state();
+    let reconcile = |extra: &[&str]| {
+        let mut args = vec!["reconcile", "--state-dir", state.as_str()];
+        args.extend_from_slice(extra);
+        let started = std::time::Instant::now();
+        (run("drover-agent", &args, &[]), started.elapsed())
+    };
+    let (out, took) = reconcile(&["-o", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(took < std::time::Duration::from_secs(30), "within seconds, not the hour: {took:?}");
+    let j = out.json();
+    assert_eq!(j["result"], "Applied", "{j:#}");
+    assert_eq!(j["appliedDigest"], v2.as_str(), "{j:#}");
+    assert_eq!(live_status(&listen)["appliedDigest"], v2.as_str());
+    let file = std::fs::read_to_string(fx.target().join("manifests/app/ConfigMap.core.a.yaml")).unwrap();
+    assert!(file.contains("\"2\""), "{file}");
+
+    // Again: nothing new on the channel.
+    let (out, _) = reconcile(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Unchanged") && out.stdout.contains(&v2), "{}", out.stdout);
+
+    // A bundle the agent refuses: the refusal and its reason, exit 1.
+    fx.push(&objs(&[cm("app", "a", "3")]), 3, Some("k2"), &[]);
+    let (out, _) = reconcile(&[]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("Rejected") && out.stdout.contains("reason:"), "{}", out.stdout);
+
+    // The source selection names what the agent polls.
+    let (out, _) = reconcile(&["--source", "127.0.0.1:1/other:prod"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("this agent polls"), "{}", out.stderr);
+    assert_eq!(terminate(&mut agent), Some(0));
+
+    // No agent running: said so.
+    let (out, _) = reconcile(&[]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("no agent answers"), "{}", out.stderr);
+}
