@@ -200,8 +200,11 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let observed = Mutex::new(Observed::default());
     crate::report::observe(&observed, &state, None);
     let shared =
-        Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed, reconcile: Default::default() });
+        Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed, reconcile: Default::default(), report: Default::default() });
     let mut reporter = reporter(&settings, &client)?;
+    if let Some(r) = &reporter {
+        let _ = shared.report.set(r.state());
+    }
     set_role(&shared, "single");
     let listen = serve_http(&settings, once, shared.clone()).await?;
     let listen_text = listen.map(|a| a.to_string()).unwrap_or_else(|| "-".into());

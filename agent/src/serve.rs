@@ -150,6 +150,7 @@ async fn readyz(State(s): State<Arc<Shared>>) -> Response {
 async fn status(State(s): State<Arc<Shared>>) -> Response {
     let mut st = s.status.lock().expect("status lock").clone();
     st.ready = s.ready.load(Ordering::Relaxed);
+    st.report = s.report.get().map(|r| r.lock().expect("report state lock").clone());
     st.agent_running = true;
     Json(st).into_response()
 }

@@ -22,4 +22,6 @@ pub struct Shared {
     pub observed: Mutex<Observed>,
     /// "Poll now" requests (`drover-agent reconcile`) and the attempts that answer them.
     pub reconcile: crate::reconcile::Reconcile,
+    /// The fleet report's state, when reporting is on (the reporter writes it).
+    pub report: std::sync::OnceLock<Arc<Mutex<crate::status::ReportState>>>,
 }

@@ -146,3 +146,45 @@ fn reconcile_makes_a_running_agent_with_a_one_hour_interval_apply_a_new_bundle_n
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("no agent answers"), "{}", out.stderr);
 }
+
+#[test]
+fn status_shows_the_fleet_report_write_and_key() {
+    use agent_support::{terminate, wait_until};
+    use base64::Engine as _;
+    let fx = Fx::new();
+    fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    let listen = format!("127.0.0.1:{}", drover_tests::free_port());
+    let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1h", "--cluster-name", "weu-1"]);
+    let state = fx.state();
+    // (`Null` while the agent starts and its database is busy)
+    let status = || {
+        let out = run("drover-agent", &["status", "-o", "json", "--state-dir", &state], &[]);
+        if out.code == 0 { out.json() } else { serde_json::Value::Null }
+    };
+    wait_until(60, "the report written", || status()["report"]["result"] == "written");
+    let st = status();
+    let report = &st["report"];
+    assert!(report["to"].as_str().unwrap().ends_with("/fleet/drover-reports:edge.weu-1"), "{st:#}");
+    assert!(report["lastWrite"].is_string() && report.get("error").is_none(), "{st:#}");
+    // The key fingerprint is the one the written report carries (read with skopeo).
+    let manifest: serde_json::Value = serde_json::from_str(&drover_tests::tool_ok(
+        "skopeo",
+        &["inspect", "--raw", "--tls-verify=false", &format!("docker://{}/fleet/drover-reports:edge.weu-1", fx.reg.addr)],
+    ))
+    .unwrap();
+    let spki = base64::engine::general_purpose::STANDARD.decode(manifest["annotations"]["dev.drover.report.key"].as_str().unwrap()).unwrap();
+    assert_eq!(report["keyFingerprint"].as_str(), Some(drover_tests::rawreg::digest(&spki).trim_start_matches("sha256:")), "{st:#}");
+    let text = run("drover-agent", &["status", "--state-dir", &state], &[]).stdout;
+    assert!(text.contains("report:        written, last written") && text.contains(report["keyFingerprint"].as_str().unwrap()), "{text}");
+    assert_eq!(terminate(&mut agent), Some(0));
+
+    // Reports that cannot be written: the failure and why.
+    let listen = format!("127.0.0.1:{}", drover_tests::free_port());
+    let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1h", "--cluster-name", "weu-1", "--report-to", "127.0.0.1:1/fleet/drover-reports"]);
+    wait_until(60, "the failed write shown", || status()["report"]["result"] == "failed");
+    let st = status();
+    assert!(st["report"]["error"].as_str().unwrap().contains("127.0.0.1:1"), "{st:#}");
+    let text = run("drover-agent", &["status", "--state-dir", &state], &[]).stdout;
+    assert!(text.contains("report:        failed") && text.contains("report error:"), "{text}");
+    assert_eq!(terminate(&mut agent), Some(0));
+}
