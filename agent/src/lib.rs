@@ -151,7 +151,7 @@ pub fn main_entry() -> i32 {
                 Ok(0)
             }
             Command::Reconcile(a) => {
-                let r = query::reconcile(&a).await?;
+                let r = reconcile::ask(&a).await?;
                 cli::emit(a.output, &r, || r.to_text())?;
                 Ok(if r.ok() { 0 } else { 1 })
             }

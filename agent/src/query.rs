@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::cli::{QueryArgs, ReconcileArgs};
+use crate::cli::QueryArgs;
 use crate::record::{Attempt, Store};
 use crate::status::Status;
 
@@ -39,7 +39,7 @@ pub fn remove_endpoint(state_dir: &Path) {
     let _ = std::fs::remove_file(state_dir.join(ENDPOINT_FILE));
 }
 
-async fn ask(endpoint: &str, path: &str) -> Option<Result<String, String>> {
+pub(crate) async fn ask(endpoint: &str, path: &str) -> Option<Result<String, String>> {
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().ok()?;
     let url = format!("{}{path}", endpoint.trim_end_matches('/'));
     match client.get(&url).send().await {
@@ -58,7 +58,7 @@ enum Source {
     Directory { dir: PathBuf, notice: Option<String> },
 }
 
-fn canonical(dir: &Path) -> PathBuf {
+pub(crate) fn canonical(dir: &Path) -> PathBuf {
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
@@ -67,7 +67,8 @@ fn endpoint(args: &QueryArgs) -> String {
     endpoint_of(args.endpoint.as_ref(), args.state_dir.as_deref())
 }
 
-fn endpoint_of(given: Option<&String>, state_dir: Option<&Path>) -> String {
+/// The endpoint to ask: `given`, else the one `state_dir` records, else the default.
+pub(crate) fn endpoint_of(given: Option<&String>, state_dir: Option<&Path>) -> String {
     if let Some(e) = given {
         return e.clone();
     }
@@ -183,62 +184,4 @@ pub fn history_text(attempts: &[Attempt]) -> String {
         })
         .collect();
     crate::cli::table(&["AT", "RESULT", "SEQUENCE", "DIGEST", "OBJECTS", "DRIFT", "REASON"], &rows)
-}
-
-/// `drover-agent reconcile`: asks the agent of `--state-dir` (or at `--endpoint`) to poll
-/// now (`POST /reconcile`), then waits for that attempt's result (`GET /reconcile`, at
-/// most [`crate::serve::RECONCILE_WAIT`] per request) until `--timeout`.
-pub async fn reconcile(args: &ReconcileArgs) -> anyhow::Result<crate::reconcile::Reconciled> {
-    let timeout = humantime::parse_duration(&args.timeout).with_context(|| format!("--timeout {:?} is not a duration like 10m", args.timeout))?;
-    let endpoint = endpoint_of(args.endpoint.as_ref(), args.state_dir.as_deref());
-    // The agent asked must be the one of the state directory named.
-    let status = match ask(&endpoint, "/status").await {
-        Some(Ok(body)) => serde_json::from_str::<Status>(&body).with_context(|| format!("{endpoint}/status is not a drover-agent status document"))?,
-        Some(Err(e)) => bail!("asking the agent at {endpoint}: {e}"),
-        None => bail!("no agent answers at {endpoint}: reconcile asks a running agent (drover-agent run); a stopped one polls when it starts"),
-    };
-    if let Some(dir) = &args.state_dir {
-        if canonical(dir) != Path::new(&status.state_dir) {
-            bail!("the agent at {endpoint} runs on {}, not on {}; pass the --endpoint of this state directory's agent", status.state_dir, dir.display());
-        }
-    }
-    let client = reqwest::Client::builder().timeout(crate::serve::RECONCILE_WAIT + Duration::from_secs(10)).build()?;
-    let base = format!("{}/reconcile", endpoint.trim_end_matches('/'));
-    let source = args.source.as_deref().map(|s| format!("source={}", url_escape(s)));
-    let post = match &source {
-        Some(q) => format!("{base}?{q}"),
-        None => base.clone(),
-    };
-    let (_, body) = answered(&endpoint, client.post(&post).send().await.with_context(|| format!("asking {post}"))?).await?;
-    let attempt = serde_json::from_str::<serde_json::Value>(&body)?["attempt"].as_u64().context("the agent answered no attempt number")?;
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let wait = left.min(crate::serve::RECONCILE_WAIT).as_secs();
-        let url = format!("{base}?attempt={attempt}&wait={wait}{}", source.as_deref().map(|q| format!("&{q}")).unwrap_or_default());
-        let (code, body) = answered(&endpoint, client.get(&url).send().await.with_context(|| format!("asking {url}"))?).await?;
-        if code == reqwest::StatusCode::OK {
-            return serde_json::from_str(&body).with_context(|| format!("{url} is not a reconcile result"));
-        }
-        if left.is_zero() {
-            bail!("the attempt asked for did not finish within {}; the agent goes on (drover-agent status shows it when it ends)", args.timeout);
-        }
-    }
-}
-
-/// The status and body of a 2xx answer of the agent at `endpoint`; its refusal otherwise.
-async fn answered(endpoint: &str, r: reqwest::Response) -> anyhow::Result<(reqwest::StatusCode, String)> {
-    let code = r.status();
-    let body = r.text().await.unwrap_or_default();
-    if !code.is_success() {
-        bail!("the agent at {endpoint} refused: {} ({code})", drover_proto::text::clean::bounded(body.trim(), 500));
-    }
-    Ok((code, body))
-}
-
-/// `s` for a query string (letters, digits and `-._~` as they are, the rest `%XX`).
-fn url_escape(s: &str) -> String {
-    s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect()
 }

@@ -94,9 +94,6 @@ pub fn router(shared: Arc<Shared>) -> Router {
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub std::net::SocketAddr);
 
-/// Longest a `GET /reconcile` waits for its attempt (within every connection bound).
-pub const RECONCILE_WAIT: Duration = Duration::from_secs(20);
-
 #[derive(serde::Deserialize)]
 struct ReconcileQuery {
     source: Option<String>,
@@ -126,13 +123,13 @@ async fn reconcile_now(State(s): State<Arc<Shared>>, peer: Option<axum::Extensio
 }
 
 /// `GET /reconcile?attempt=N[&wait=SECONDS]`: what attempt N did (200), or 202 while it
-/// runs (after waiting at most `wait`, at most [`RECONCILE_WAIT`]).
+/// runs (after waiting at most `wait`, at most [`crate::reconcile::RECONCILE_WAIT`]).
 async fn reconcile_result(State(s): State<Arc<Shared>>, peer: Option<axum::Extension<Peer>>, Query(q): Query<ReconcileQuery>) -> Response {
     if let Some(no) = reconcile_refused(&s, peer.map(|p| p.0), q.source.as_deref()) {
         return no;
     }
     let Some(attempt) = q.attempt else { return (StatusCode::BAD_REQUEST, "attempt=N is required (POST /reconcile answers it)\n").into_response() };
-    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(RECONCILE_WAIT);
+    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(crate::reconcile::RECONCILE_WAIT);
     match s.reconcile.result(attempt, wait).await {
         Some(done) => Json(done).into_response(),
         None => (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": attempt, "running": true}))).into_response(),

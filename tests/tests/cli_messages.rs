@@ -84,7 +84,11 @@ fn printers(file: &str, cmds: &Commands) -> Option<Vec<String>> {
         "bundler/src/release.rs" => named(&["drover publish"]),
         f if f.starts_with("bundler/src/platform/") => named(&["drover render", "drover publish"]),
         f if f.starts_with("bundler/src/cmd/fleet/") => vec![format!("drover fleet {stem}")],
-        f if f.starts_with("bundler/src/cmd/") => vec![format!("drover {stem}")],
+        // A command's own file, or its directory (`cmd/inspect/bundle.rs`: `drover inspect`).
+        f if f.starts_with("bundler/src/cmd/") => {
+            let first = f.trim_start_matches("bundler/src/cmd/").split('/').next()?.trim_end_matches(".rs");
+            vec![format!("drover {first}")]
+        }
         // proto: the registry transport reaches every command of both binaries that
         // reaches a registry; the trust policy every command that takes trusted keys.
         f if f.starts_with("proto/src/registry") || f == "proto/src/auth.rs" => accepting("--plain-http"),
@@ -96,6 +100,7 @@ fn printers(file: &str, cmds: &Commands) -> Option<Vec<String>> {
         "proto/src/channel/publish.rs" => named(&["drover push"]),
         // The agent: the pipeline prints in `run` and `plan`; the rest by command.
         "agent/src/query.rs" => named(&["drover-agent status", "drover-agent history"]),
+        "agent/src/reconcile.rs" => named(&["drover-agent reconcile"]),
         // `release` prints only the state-directory errors, and accepts --state-dir too.
         "agent/src/hold.rs" => named(&["drover-agent hold"]),
         f if f.starts_with("agent/src/") => named(&["drover-agent run", "drover-agent plan"]),
@@ -174,7 +179,13 @@ fn literals(src: &str) -> Vec<(usize, String)> {
             i = skip_balanced(b, i + 1, b'[', b']');
         } else if b[i] == b'\'' {
             // A char literal ('"', '\'', 'x') or a lifetime.
-            i += if rest.starts_with("'\\") { rest[2..].find('\'').map(|p| p + 3).unwrap_or(1) } else if rest.len() > 2 && rest[1..].chars().nth(1) == Some('\'') { 1 + rest[1..].chars().next().unwrap().len_utf8() + 1 } else { 1 };
+            i += if let Some(escaped) = rest.strip_prefix("'\\") {
+                escaped.find('\'').map(|p| p + 3).unwrap_or(1)
+            } else if rest.len() > 2 && rest[1..].chars().nth(1) == Some('\'') {
+                1 + rest[1..].chars().next().unwrap().len_utf8() + 1
+            } else {
+                1
+            };
         } else if (b[i] == b'r' || rest.starts_with("br")) && (i == 0 || !(b[i - 1] as char).is_alphanumeric() && b[i - 1] != b'_') {
             let start = if b[i] == b'b' { i + 2 } else { i + 1 };
             let hashes = src[start..].bytes().take_while(|&c| c == b'#').count();
@@ -209,7 +220,7 @@ fn flags_in(text: &str) -> Vec<String> {
         if before_ok && after.starts_with(|c: char| c.is_ascii_lowercase()) {
             out.push(format!("--{}", name.trim_end_matches('-')));
         }
-        rest = &after[name.len().max(0)..];
+        rest = &after[name.len()..];
     }
     out
 }

@@ -3,8 +3,8 @@
 //! source's state ConfigMap by name and uid (`kubectl get events -n drover-system`,
 //! `kubectl describe configmap drover-state-...`), written with the agent's own identity.
 //! The uid is the one the agent last read or wrote; before the first Event of a new
-//! agent, whose ConfigMap may not exist yet, it is asked for (and the ConfigMap created
-//! empty when missing: [`super::state::regarded`]).
+//! agent, whose ConfigMap may not exist yet, it is asked for, and the ConfigMap created
+//! holding no record when missing ([`regarded`]).
 //!
 //! As client-go's event broadcaster: a repeat of the same Event (type, reason, action,
 //! note, regarding) within [`SERIES_WINDOW`] of its last observation is not a new Event
@@ -30,7 +30,6 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use tokio::sync::{mpsc, oneshot};
 
-use super::state::{configmap_name, regarded};
 use crate::events::Event;
 
 /// `reportingController` of every Event.
@@ -47,7 +46,7 @@ const QUEUE: usize = 64;
 const MAX_SERIES: usize = 128;
 
 enum Msg {
-    Record { source: String, event: Event },
+    Record { regarding: String, blank: Option<Box<Blank>>, event: Event },
     Seen { regarding: String, uid: String },
     Flush(oneshot::Sender<()>),
 }
@@ -101,10 +100,11 @@ impl Recorder {
         }
     }
 
-    /// Queues `event` regarding the state ConfigMap of `source` in the agent's namespace;
+    /// Queues `event` regarding the ConfigMap `regarding` of the agent's namespace (a
+    /// source's state ConfigMap; `blank` is what is created when it does not exist yet);
     /// never blocks.
-    pub fn record(&self, source: &str, event: &Event) {
-        self.send(Msg::Record { source: source.to_string(), event: event.clone() });
+    pub fn record(&self, regarding: &str, blank: Option<Blank>, event: &Event) {
+        self.send(Msg::Record { regarding: regarding.to_string(), blank: blank.map(Box::new), event: event.clone() });
     }
 
     /// The ConfigMap `regarding` has `uid` (Events then name it, so `kubectl describe
@@ -128,6 +128,40 @@ impl Recorder {
         };
         if !done {
             tracing::warn!("Events not written within {timeout:?} (the API server gave no answer); the rest are dropped");
+        }
+    }
+}
+
+/// The ConfigMap an Event regards, as it is created when it does not exist yet, and the
+/// field manager that creates it.
+pub struct Blank {
+    /// The object.
+    pub object: ConfigMap,
+    /// Its field manager.
+    pub manager: &'static str,
+}
+
+/// The uid of the ConfigMap `name` an Event regards: read, or — when there is none yet (a
+/// new agent's first attempt, before anything was applied) — created as `blank` (a plain
+/// create, never an apply: a record written meanwhile is kept; the create then fails and
+/// the uid is read). `None` when the API server does not tell (Events are best effort).
+async fn regarded(api: &Api<ConfigMap>, name: &str, blank: Option<Box<Blank>>) -> Option<String> {
+    match api.get_opt(name).await {
+        Ok(Some(cm)) => return cm.metadata.uid,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!("reading ConfigMap {name} for its Events: {e}");
+            return None;
+        }
+    }
+    let blank = blank?;
+    let params = PostParams { field_manager: Some(blank.manager.to_string()), ..Default::default() };
+    match api.create(&params, &blank.object).await {
+        Ok(cm) => cm.metadata.uid,
+        Err(kube::Error::Api(s)) if s.code == 409 => api.get_opt(name).await.ok().flatten().and_then(|cm| cm.metadata.uid),
+        Err(e) => {
+            tracing::debug!("creating ConfigMap {name} for its Events: {e}");
+            None
         }
     }
 }
@@ -164,12 +198,11 @@ impl Writer {
         loop {
             tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(Msg::Record { source, event }) => {
-                        let regarding = configmap_name(&source);
+                    Some(Msg::Record { regarding, blank, event }) => {
                         let uid = match uids.get(&regarding) {
                             Some(uid) => Some(uid.clone()),
                             None => {
-                                let asked = tokio::time::timeout(2 * REQUEST_TIMEOUT, regarded(&self.configmaps, &self.namespace, &source)).await;
+                                let asked = tokio::time::timeout(2 * REQUEST_TIMEOUT, regarded(&self.configmaps, &regarding, blank)).await;
                                 let uid = asked.ok().flatten();
                                 if let Some(u) = &uid {
                                     uids.insert(regarding.clone(), u.clone());

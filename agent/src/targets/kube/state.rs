@@ -216,33 +216,12 @@ fn seen(t: &KubeTarget, source: &str, cm: &ConfigMap) {
     }
 }
 
-/// The uid of `source`'s state ConfigMap, for an Event that regards it: read, or — when
-/// there is none yet (a new agent's first attempt, before anything was applied) — created
-/// holding no record (no floor, no inventory: what a missing one means to every reader),
-/// so that every Event names it by uid from the first on. A plain create, never an apply:
-/// a record written meanwhile is kept (the create then fails and the uid is read). `None`
-/// when the API server does not tell (Events are best effort).
-pub(super) async fn regarded(api: &Api<ConfigMap>, namespace: &str, source: &str) -> Option<String> {
-    let name = configmap_name(source);
-    match api.get_opt(&name).await {
-        Ok(Some(cm)) => return cm.metadata.uid,
-        Ok(None) => {}
-        Err(e) => {
-            tracing::debug!("reading {namespace}/{name} for its Events: {e}");
-            return None;
-        }
-    }
+/// The state ConfigMap of `source` holding no record (no floor, no inventory: what a
+/// missing one means to every reader): what the Events create when it does not exist yet,
+/// so that they regard it by uid from the first on (`super::events`).
+pub(super) fn blank(source: &str, namespace: &str) -> Option<ConfigMap> {
     let empty = TargetRecord { source: source.to_string(), floor: None, policy_fingerprint: String::new(), applied_at: String::new(), inventory: Vec::new() };
-    let cm = encode(&empty, namespace).ok()?;
-    let params = kube::api::PostParams { field_manager: Some(MANAGER.to_string()), ..Default::default() };
-    match api.create(&params, &cm).await {
-        Ok(cm) => cm.metadata.uid,
-        Err(kube::Error::Api(s)) if s.code == 409 => api.get_opt(&name).await.ok().flatten().and_then(|cm| cm.metadata.uid),
-        Err(e) => {
-            tracing::debug!("creating {namespace}/{name} for its Events: {e}");
-            None
-        }
-    }
+    encode(&empty, namespace).ok()
 }
 
 /// The hold an annotated state ConfigMap carries.

@@ -6,7 +6,7 @@ use drover_proto::trust::TrustPolicy;
 use drover_proto::{media, FetchedBundle, Repo};
 use serde::Serialize;
 
-use super::Signatures;
+use super::signatures::Signatures;
 use crate::output::{dash, Text};
 
 /// A bundle, from its manifest and config.

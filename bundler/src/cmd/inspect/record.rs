@@ -5,7 +5,7 @@ use drover_proto::trust::TrustPolicy;
 use drover_proto::Repo;
 use serde::Serialize;
 
-use super::Signatures;
+use super::signatures::Signatures;
 use crate::output::Text;
 use crate::release::{self, ReleaseRecord};
 

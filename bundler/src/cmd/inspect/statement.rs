@@ -9,7 +9,7 @@ use drover_proto::trust::TrustPolicy;
 use drover_proto::Repo;
 use serde::Serialize;
 
-use super::Signatures;
+use super::signatures::Signatures;
 use crate::output::{dash, Text};
 
 /// A channel statement.
