@@ -5,8 +5,8 @@
 //! together share one attempt; a request while the loop polls anyway waits for the next.
 //! The run loop reports each attempt's start and end ([`Reconcile::started`],
 //! [`Reconcile::finished`]) and sleeps on [`Reconcile::requested`] besides its interval;
-//! the agent's HTTP surface serves the requests (`crate::serve`), and [`ask`] is the
-//! command's side.
+//! the agent's local channel serves the requests (`crate::serve::local_router`: only the
+//! agent's own user can reach it), and [`ask`] is the command's side.
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,11 +17,10 @@ use tokio::sync::{watch, Notify};
 
 use crate::cli::ReconcileArgs;
 use crate::record::{AttemptResult, AttemptSummary};
-use crate::status::Status;
 
-/// Longest a `GET /reconcile` waits for its attempt (within every connection bound of
-/// the agent's HTTP server); the command asks again until its `--timeout`.
-pub const RECONCILE_WAIT: Duration = Duration::from_secs(20);
+/// Longest a `GET /reconcile` waits for its attempt (within the local channel's deadline
+/// for an answer); the command asks again until its `--timeout`.
+pub const RECONCILE_WAIT: Duration = Duration::from_secs(8);
 
 /// What one attempt did, as a reconcile request returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,40 +124,29 @@ impl Reconcile {
     }
 }
 
-/// `drover-agent reconcile`: asks the agent of `--state-dir` (or at `--endpoint`) to poll
-/// now (`POST /reconcile`), then waits for that attempt's result (`GET /reconcile`, at
-/// most [`RECONCILE_WAIT`] per request) until `--timeout`.
+/// `drover-agent reconcile`: asks the agent of `--state-dir` through its local channel
+/// ([`crate::local`], the socket only the agent's user can reach) to poll now (`POST
+/// /reconcile`), then waits for that attempt's result (`GET /reconcile`, at most
+/// [`RECONCILE_WAIT`] per request) until `--timeout`.
 pub async fn ask(args: &ReconcileArgs) -> anyhow::Result<Reconciled> {
     let timeout = humantime::parse_duration(&args.timeout).with_context(|| format!("--timeout {:?} is not a duration like 10m", args.timeout))?;
-    let endpoint = crate::query::endpoint_of(args.endpoint.as_ref(), args.state_dir.as_deref());
-    // The agent asked must be the one of the state directory named.
-    let status = match crate::query::ask(&endpoint, "/status").await {
-        Some(Ok(body)) => serde_json::from_str::<Status>(&body).with_context(|| format!("{endpoint}/status is not a drover-agent status document"))?,
-        Some(Err(e)) => bail!("asking the agent at {endpoint}: {e}"),
-        None => bail!("no agent answers at {endpoint}: reconcile asks a running agent (drover-agent run); a stopped one polls when it starts"),
-    };
-    if let Some(dir) = &args.state_dir {
-        if crate::query::canonical(dir) != Path::new(&status.state_dir) {
-            bail!("the agent at {endpoint} runs on {}, not on {}; pass the --endpoint of this state directory's agent", status.state_dir, dir.display());
-        }
-    }
-    let client = reqwest::Client::builder().timeout(RECONCILE_WAIT + Duration::from_secs(10)).build()?;
-    let base = format!("{}/reconcile", endpoint.trim_end_matches('/'));
+    let dir = &args.state_dir;
     let source = args.source.as_deref().map(|s| format!("source={}", url_escape(s)));
     let post = match &source {
-        Some(q) => format!("{base}?{q}"),
-        None => base.clone(),
+        Some(q) => format!("/reconcile?{q}"),
+        None => "/reconcile".to_string(),
     };
-    let (_, body) = answered(&endpoint, client.post(&post).send().await.with_context(|| format!("asking {post}"))?).await?;
+    let body = answered(dir, crate::local::ask_with(dir, hyper::Method::POST, &post, MAX_ANSWER).await)?;
     let attempt = serde_json::from_str::<serde_json::Value>(&body)?["attempt"].as_u64().context("the agent answered no attempt number")?;
     let deadline = std::time::Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let wait = left.min(RECONCILE_WAIT).as_secs();
-        let url = format!("{base}?attempt={attempt}&wait={wait}{}", source.as_deref().map(|q| format!("&{q}")).unwrap_or_default());
-        let (code, body) = answered(&endpoint, client.get(&url).send().await.with_context(|| format!("asking {url}"))?).await?;
-        if code == reqwest::StatusCode::OK {
-            return serde_json::from_str(&body).with_context(|| format!("{url} is not a reconcile result"));
+        let path = format!("/reconcile?attempt={attempt}&wait={wait}{}", source.as_deref().map(|q| format!("&{q}")).unwrap_or_default());
+        let body = answered(dir, crate::local::ask(dir, &path, MAX_ANSWER).await)?;
+        let v: serde_json::Value = serde_json::from_str(&body).with_context(|| format!("{path} is not a reconcile answer"))?;
+        if v.get("running").is_none() {
+            return serde_json::from_value(v).with_context(|| format!("{path} is not a reconcile result"));
         }
         if left.is_zero() {
             bail!("the attempt asked for did not finish within {}; the agent goes on (drover-agent status shows it when it ends)", args.timeout);
@@ -166,14 +154,18 @@ pub async fn ask(args: &ReconcileArgs) -> anyhow::Result<Reconciled> {
     }
 }
 
-/// The status and body of a 2xx answer of the agent at `endpoint`; its refusal otherwise.
-async fn answered(endpoint: &str, r: reqwest::Response) -> anyhow::Result<(reqwest::StatusCode, String)> {
-    let code = r.status();
-    let body = r.text().await.unwrap_or_default();
-    if !code.is_success() {
-        bail!("the agent at {endpoint} refused: {} ({code})", drover_proto::text::clean::bounded(body.trim(), 500));
+/// Largest answer of `/reconcile` read.
+const MAX_ANSWER: usize = 1 << 20;
+
+/// The body of the agent's answer, or why there is none.
+fn answered(dir: &Path, answer: crate::local::Answer) -> anyhow::Result<String> {
+    match answer {
+        crate::local::Answer::Body(b) => Ok(b),
+        crate::local::Answer::NoAgent(why) => {
+            bail!("no agent answers for {} ({why}): reconcile asks a running agent (drover-agent run); a stopped one polls when it starts", dir.display())
+        }
+        crate::local::Answer::Failed(e) => bail!("the agent of {} refused: {e}", dir.display()),
     }
-    Ok((code, body))
 }
 
 /// `s` for a query string (letters, digits and `-._~` as they are, the rest `%XX`).
