@@ -12,6 +12,9 @@
 pub const KEY: &str = "KEY";
 /// Placeholder for a trusted public key file.
 pub const PUB: &str = "PUB";
+/// Placeholder for the publish prefix (`HOST/PREFIX`) whose `drover-reports` a message
+/// cannot name (a roster judges a report without knowing where it was read).
+pub const PREFIX: &str = "PREFIX";
 
 /// A channel's statement is signed by fewer trusted keys than the threshold: a further
 /// approver countersigns it (`drover sign` of the channel tag verifies the bundle with
@@ -39,8 +42,8 @@ pub fn rollback(channel_reference: &str, to: &str) -> String {
 }
 
 /// A cluster whose report key is not enrolled in the fleet roster of the reports under
-/// `registry_prefix` (`HOST/PREFIX`, reading `PREFIX/drover-reports`); `cluster` is its
-/// report tag `TYPE.NAME`.
+/// `registry_prefix` (`HOST/PREFIX`, reading `PREFIX/drover-reports`, or [`PREFIX`]);
+/// `cluster` is its report tag `TYPE.NAME`, with `=FINGERPRINT` to pin the key.
 pub fn enroll(registry_prefix: &str, cluster: &str) -> String {
     format!("`drover fleet enroll --registry {registry_prefix} --cluster {cluster} --key {KEY}`")
 }

@@ -124,6 +124,11 @@ fn reconcile_makes_a_running_agent_with_a_one_hour_interval_apply_a_new_bundle_n
     let file = std::fs::read_to_string(fx.target().join("manifests/app/ConfigMap.core.a.yaml")).unwrap();
     assert!(file.contains("\"2\""), "{file}");
 
+    // The port does not carry the command: only the local channel (the socket in the
+    // state directory, the agent's user alone) does.
+    let code = std::process::Command::new("curl").args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", &format!("http://{listen}/reconcile")]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&code.stdout), "404", "POST /reconcile on the port");
+
     // Again: nothing new on the channel.
     let (out, _) = reconcile(&[]);
     assert_eq!(out.code, 0, "{}", out.stderr);

@@ -127,13 +127,15 @@ impl Roster {
         match self.clusters.get(&tag) {
             Some(fp) if fp == key.fingerprint() => Standing::Trusted,
             Some(fp) => Standing::Untrusted(format!(
-                "signed with report key {}, but the roster enrolls {} for {tag}: if its agent's key really changed, `drover fleet enroll --cluster {tag}` again",
+                "signed with report key {}, but the roster enrolls {} for {tag}: if its agent's key really changed, {} again",
                 short(key.fingerprint()),
-                short(fp)
+                short(fp),
+                crate::hint::enroll(crate::hint::PREFIX, &format!("{tag}={}", short(key.fingerprint())))
             )),
             None => Standing::Untrusted(format!(
-                "not enrolled: its report key is {}; compare it with its agent's log, then `drover fleet enroll --cluster {tag}`",
-                short(key.fingerprint())
+                "not enrolled: its report key is {}; compare it with its agent's log, then {}",
+                short(key.fingerprint()),
+                crate::hint::enroll(crate::hint::PREFIX, &format!("{tag}={}", short(key.fingerprint())))
             )),
         }
     }

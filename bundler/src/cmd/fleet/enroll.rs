@@ -3,7 +3,8 @@
 //! `PREFIX/drover-reports` (or `--reports HOST/REPO`), a document signed with the release
 //! key (docs/fleet.md, "Who can write a report"). Without `--cluster` or `--all-pending` it
 //! lists the clusters whose reports carry a key the roster does not enroll, and changes
-//! nothing. The rules are `crate::fleet::enroll`'s.
+//! nothing: that needs no private key, only the public one the roster is checked with
+//! (`--trust-key PUB`). The rules are `crate::fleet::enroll`'s.
 
 use std::path::PathBuf;
 
@@ -29,9 +30,9 @@ pub struct Args {
     /// A reports repository (HOST/REPO or oci:DIR) instead of PREFIX/drover-reports.
     #[arg(long, value_name = "REF")]
     pub reports: Option<String>,
-    /// Private release signing key: signs the roster.
+    /// Private release signing key: signs the roster (not needed to list: --trust-key).
     #[arg(long, value_name = "KEY")]
-    pub key: PathBuf,
+    pub key: Option<PathBuf>,
     /// Public key(s) the current roster must verify with (default: the public half of --key).
     #[arg(long = "trust-key", value_name = "PUB")]
     pub trust_keys: Vec<PathBuf>,
@@ -92,11 +93,17 @@ fn selection(args: &Args) -> anyhow::Result<Selection> {
 /// Runs `drover fleet enroll`.
 pub async fn run(args: Args) -> anyhow::Result<Enrolled> {
     let selection = selection(&args)?;
-    let key = load_signing_key(&args.key)?;
-    let policy = if args.trust_keys.is_empty() {
-        TrustPolicy::new(vec![key.public_key().clone()], 1)?
-    } else {
-        TrustPolicy::from_files(&args.trust_keys, 1)?
+    let key = match &args.key {
+        Some(path) => Some(load_signing_key(path)?),
+        None if selection == Selection::List && !args.trust_keys.is_empty() => None,
+        None if selection == Selection::List => {
+            return Err(UsageError("listing needs the public release key the roster is checked with: --trust-key PUB (or --key KEY)".into()).into())
+        }
+        None => return Err(UsageError("enrolling signs a new roster: pass --key KEY (the private release key)".into()).into()),
+    };
+    let policy = match &key {
+        Some(k) if args.trust_keys.is_empty() => TrustPolicy::new(vec![k.public_key().clone()], 1)?,
+        _ => TrustPolicy::from_files(&args.trust_keys, 1)?,
     };
     let target = match (&args.prefix, &args.reports) {
         (Some(p), _) => prefix_repository(p).map_err(anyhow::Error::msg)?.to_string(),
@@ -121,6 +128,7 @@ pub async fn run(args: Args) -> anyhow::Result<Enrolled> {
     if written {
         current.sequence = before.sequence.checked_add(1).context("roster sequence overflow")?;
         current.time = drover_proto::time::now_rfc3339();
+        let key = key.context("a roster change needs --key")?;
         roster::write(&repo, &current, &key).await.with_context(|| format!("writing {reference}"))?;
     }
     Ok(Enrolled { roster: reference, sequence: current.sequence, written, enrolled: current.clusters.len(), clusters })
