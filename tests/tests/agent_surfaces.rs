@@ -161,11 +161,13 @@ fn status_shows_the_fleet_report_write_and_key() {
     let listen = format!("127.0.0.1:{}", drover_tests::free_port());
     let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1h", "--cluster-name", "weu-1"]);
     let state = fx.state();
-    // (`Null` while the agent starts and its database is busy)
     let status = || {
         let out = run("drover-agent", &["status", "-o", "json", "--state-dir", &state], &[]);
         if out.code == 0 { out.json() } else { serde_json::Value::Null }
     };
+    // Ask only once it serves: `status` of a state directory no agent answers for reads
+    // its database, and an agent starting meanwhile finds the database locked.
+    wait_until(60, "the agent serving", || agent_support::http_get(&listen, "/status").is_some());
     wait_until(60, "the report written", || status()["report"]["result"] == "written");
     let st = status();
     let report = &st["report"];
@@ -186,6 +188,7 @@ fn status_shows_the_fleet_report_write_and_key() {
     // Reports that cannot be written: the failure and why.
     let listen = format!("127.0.0.1:{}", drover_tests::free_port());
     let mut agent = fx.spawn(&fx.tag_ref, &listen, &["--interval", "1h", "--cluster-name", "weu-1", "--report-to", "127.0.0.1:1/fleet/drover-reports"]);
+    wait_until(60, "the agent serving", || agent_support::http_get(&listen, "/status").is_some());
     wait_until(60, "the failed write shown", || status()["report"]["result"] == "failed");
     let st = status();
     assert!(st["report"]["error"].as_str().unwrap().contains("127.0.0.1:1"), "{st:#}");
