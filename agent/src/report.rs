@@ -158,6 +158,11 @@ impl Reporter {
 
     /// The cluster's report key: reports are written from now on.
     pub fn set_key(&mut self, key: PrivateKey) {
+        self.set_shared_key(Arc::new(key));
+    }
+
+    /// Like [`Reporter::set_key`] with the key every source's reporter shares.
+    pub fn set_shared_key(&mut self, key: Arc<PrivateKey>) {
         {
             let mut st = self.state.lock().expect("report state lock");
             st.key_fingerprint = Some(key.public_key().fingerprint().to_string());
@@ -165,7 +170,7 @@ impl Reporter {
                 *st = ReportState { result: "pending".into(), error: None, ..st.clone() };
             }
         }
-        self.key = Some(Arc::new(key));
+        self.key = Some(key);
         self.key_failed = None;
     }
 

@@ -1,4 +1,5 @@
-//! The HTTP surface: `/healthz`, `/readyz`, `/status` (JSON), `/history` (JSON) and
+//! The HTTP surface: `/healthz`, `/readyz` (every source applied), `/status` (JSON, every
+//! source), `/history` (JSON; `?source=NAME` for one source's) and
 //! `/metrics` (Prometheus text), and the server that carries it with bounds for clients
 //! of the port ([`serve`]): the DaemonSet listens on every address under a 64 MiB limit.
 //! The same server carries the local channel ([`crate::local`], a Unix socket in the state
@@ -220,32 +221,46 @@ struct ReconcileQuery {
     wait: Option<u64>,
 }
 
-/// Why this agent does not take a reconcile request: another source, a standby.
-fn reconcile_refused(s: &Shared, source: Option<&str>) -> Option<Response> {
-    let st = s.status.lock().expect("status lock");
-    if let Some(name) = source.filter(|n| *n != st.source) {
-        return Some((StatusCode::NOT_FOUND, format!("this agent polls {}, not {name}\n", st.source)).into_response());
+/// The source a reconcile request is for: the one `source` names (by name or
+/// reference), else the agent's only source; or why the request is refused (no such
+/// source, several and none named, a standby).
+fn reconcile_target(s: &Shared, source: Option<&str>) -> Result<Arc<crate::shared::SourceShared>, Response> {
+    if *s.role.lock().expect("role lock") == "standby" {
+        return Err((StatusCode::CONFLICT, "this agent stands by: the leader polls; ask the leader's agent\n").into_response());
     }
-    (st.role == "standby").then(|| (StatusCode::CONFLICT, "this agent stands by: the leader polls; ask the leader's agent\n").into_response())
+    let polls = || s.sources.iter().map(|x| x.source.as_str()).collect::<Vec<_>>().join(", ");
+    match source {
+        Some(n) => s
+            .sources
+            .iter()
+            .find(|x| x.name == n || x.source == n)
+            .cloned()
+            .ok_or_else(|| (StatusCode::NOT_FOUND, format!("this agent polls {}, not {n}\n", polls())).into_response()),
+        None if s.sources.len() == 1 => Ok(s.sources[0].clone()),
+        None => Err((StatusCode::BAD_REQUEST, format!("this agent polls several sources ({}): name one with --source NAME\n", polls())).into_response()),
+    }
 }
 
-/// `POST /reconcile[?source=NAME]`: wakes the poll loop; answers the attempt's number.
+/// `POST /reconcile[?source=NAME]`: wakes the source's poll loop; answers the attempt's
+/// number.
 async fn reconcile_now(State(s): State<Arc<Shared>>, Query(q): Query<ReconcileQuery>) -> Response {
-    if let Some(no) = reconcile_refused(&s, q.source.as_deref()) {
-        return no;
+    match reconcile_target(&s, q.source.as_deref()) {
+        Ok(src) => (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": src.reconcile.request()}))).into_response(),
+        Err(no) => no,
     }
-    (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": s.reconcile.request()}))).into_response()
 }
 
-/// `GET /reconcile?attempt=N[&wait=SECONDS]`: what attempt N did (200), or 202 while it
-/// runs (after waiting at most `wait`, at most [`crate::reconcile::RECONCILE_WAIT`]).
+/// `GET /reconcile?attempt=N[&wait=SECONDS][&source=NAME]`: what attempt N did (200), or
+/// 202 while it runs (after waiting at most `wait`, at most
+/// [`crate::reconcile::RECONCILE_WAIT`]).
 async fn reconcile_result(State(s): State<Arc<Shared>>, Query(q): Query<ReconcileQuery>) -> Response {
-    if let Some(no) = reconcile_refused(&s, q.source.as_deref()) {
-        return no;
-    }
+    let src = match reconcile_target(&s, q.source.as_deref()) {
+        Ok(src) => src,
+        Err(no) => return no,
+    };
     let Some(attempt) = q.attempt else { return (StatusCode::BAD_REQUEST, "attempt=N is required (POST /reconcile answers it)\n").into_response() };
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(crate::reconcile::RECONCILE_WAIT);
-    match s.reconcile.result(attempt, wait).await {
+    match src.reconcile.result(attempt, wait).await {
         Some(done) => Json(done).into_response(),
         None => (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": attempt, "running": true}))).into_response(),
     }
@@ -263,28 +278,38 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn readyz(State(s): State<Arc<Shared>>) -> Response {
-    if s.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready: nothing applied yet\n").into_response()
+    let waiting: Vec<&str> = s.sources.iter().filter(|x| !x.ready.load(Ordering::Relaxed)).map(|x| x.name.as_str()).collect();
+    match waiting.as_slice() {
+        [] => (StatusCode::OK, "ready\n").into_response(),
+        _ if s.sources.len() == 1 => (StatusCode::SERVICE_UNAVAILABLE, "not ready: nothing applied yet\n").into_response(),
+        names => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: nothing applied yet for {}\n", names.join(", "))).into_response(),
     }
 }
 
 async fn status(State(s): State<Arc<Shared>>) -> Response {
-    let mut st = s.status.lock().expect("status lock").clone();
-    st.ready = s.ready.load(Ordering::Relaxed);
-    st.report = s.report.get().map(|r| r.lock().expect("report state lock").clone());
-    st.agent_running = true;
-    Json(st).into_response()
+    Json(s.status()).into_response()
 }
 
 #[derive(serde::Deserialize)]
 struct HistoryQuery {
     limit: Option<usize>,
+    /// A source's name: only its attempts.
+    source: Option<String>,
 }
 
 async fn history(State(s): State<Arc<Shared>>, Query(q): Query<HistoryQuery>) -> Response {
-    match s.store.history(q.limit.unwrap_or(crate::record::HISTORY_CAP)) {
+    let limit = q.limit.unwrap_or(crate::record::HISTORY_CAP);
+    let references: Vec<String> = match &q.source {
+        Some(name) => match s.source(name) {
+            Some(src) => vec![src.source.clone()],
+            None => {
+                let names: Vec<&str> = s.sources.iter().map(|x| x.name.as_str()).collect();
+                return (StatusCode::NOT_FOUND, format!("no source is named {:?}; this agent's sources are: {}\n", name, names.join(", "))).into_response();
+            }
+        },
+        None => s.sources.iter().map(|x| x.source.clone()).collect(),
+    };
+    match s.store.history_of(&references, limit) {
         Ok(h) => Json(h).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
