@@ -224,9 +224,9 @@ struct ReconcileQuery {
 /// The source a reconcile request is for: the one `source` names (by name or
 /// reference), else the agent's only source; or why the request is refused (no such
 /// source, several and none named, a standby).
-fn reconcile_target(s: &Shared, source: Option<&str>) -> Result<Arc<crate::shared::SourceShared>, Response> {
+fn reconcile_target(s: &Shared, source: Option<&str>) -> Result<Arc<crate::shared::SourceShared>, (StatusCode, String)> {
     if *s.role.lock().expect("role lock") == "standby" {
-        return Err((StatusCode::CONFLICT, "this agent stands by: the leader polls; ask the leader's agent\n").into_response());
+        return Err((StatusCode::CONFLICT, "this agent stands by: the leader polls; ask the leader's agent\n".into()));
     }
     let polls = || s.sources.iter().map(|x| x.source.as_str()).collect::<Vec<_>>().join(", ");
     match source {
@@ -235,9 +235,9 @@ fn reconcile_target(s: &Shared, source: Option<&str>) -> Result<Arc<crate::share
             .iter()
             .find(|x| x.name == n || x.source == n)
             .cloned()
-            .ok_or_else(|| (StatusCode::NOT_FOUND, format!("this agent polls {}, not {n}\n", polls())).into_response()),
+            .ok_or_else(|| (StatusCode::NOT_FOUND, format!("this agent polls {}, not {n}\n", polls()))),
         None if s.sources.len() == 1 => Ok(s.sources[0].clone()),
-        None => Err((StatusCode::BAD_REQUEST, format!("this agent polls several sources ({}): name one with --source NAME\n", polls())).into_response()),
+        None => Err((StatusCode::BAD_REQUEST, format!("this agent polls several sources ({}): name one with --source NAME\n", polls()))),
     }
 }
 
@@ -246,7 +246,7 @@ fn reconcile_target(s: &Shared, source: Option<&str>) -> Result<Arc<crate::share
 async fn reconcile_now(State(s): State<Arc<Shared>>, Query(q): Query<ReconcileQuery>) -> Response {
     match reconcile_target(&s, q.source.as_deref()) {
         Ok(src) => (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": src.reconcile.request()}))).into_response(),
-        Err(no) => no,
+        Err(no) => no.into_response(),
     }
 }
 
@@ -256,7 +256,7 @@ async fn reconcile_now(State(s): State<Arc<Shared>>, Query(q): Query<ReconcileQu
 async fn reconcile_result(State(s): State<Arc<Shared>>, Query(q): Query<ReconcileQuery>) -> Response {
     let src = match reconcile_target(&s, q.source.as_deref()) {
         Ok(src) => src,
-        Err(no) => return no,
+        Err(no) => return no.into_response(),
     };
     let Some(attempt) = q.attempt else { return (StatusCode::BAD_REQUEST, "attempt=N is required (POST /reconcile answers it)\n").into_response() };
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(crate::reconcile::RECONCILE_WAIT);
