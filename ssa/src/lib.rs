@@ -14,8 +14,10 @@
 
 pub mod builtin;
 pub mod crd;
+pub mod deep;
 pub mod defaults;
 pub mod fieldpath;
+pub mod live;
 pub mod quantity;
 pub mod roundtrip;
 pub mod schema;
