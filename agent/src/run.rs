@@ -105,8 +105,13 @@ fn source(settings: &Settings, s: &SourceSettings, clients: &mut Clients, store:
         metrics: sm,
         store: store.clone(),
         observed,
+        reconcile: Default::default(),
+        report: Default::default(),
     });
     let reporter = reporter(s, &client)?;
+    if let Some(r) = &reporter {
+        let _ = shared.report.set(r.state());
+    }
     let mut pipeline = Pipeline::new(
         polled,
         target,

@@ -57,6 +57,45 @@ pub struct SourceStatus {
     /// the one put back (`to`), when and why; `released` once an operator lifted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back: Option<crate::rollback::RolledBack>,
+    /// The fleet report, when reporting is on (a running agent only: absent when read
+    /// from the state directory or when reports are off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportState>,
+}
+
+/// How this agent's fleet report stands (docs/fleet.md): where it goes, the key it is
+/// signed with (what `drover fleet enroll` approves), the last write and its outcome.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReportState {
+    /// Where the report goes (`HOST/REPO:TYPE.NAME`).
+    pub to: String,
+    /// Fingerprint of the cluster's report key (hex sha256 of its public key), once known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_fingerprint: Option<String>,
+    /// `written` (the last write succeeded), `failed` (it, or getting the key, failed) or
+    /// `pending` (nothing written by this agent yet).
+    pub result: String,
+    /// When a report was last written (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_write: Option<String>,
+    /// Why the last write (or getting the key) failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ReportState {
+    /// The `report:` lines of `status`.
+    fn to_text(&self) -> String {
+        let when = self.last_write.as_deref().map(|t| format!(", last written {t}")).unwrap_or_default();
+        let mut out = format!("report:        {}{when} to {}\n", self.result, self.to);
+        if let Some(e) = &self.error {
+            out += &format!("report error:  {e}\n");
+        }
+        let key = self.key_fingerprint.as_deref().unwrap_or("not yet known (read after the first poll)");
+        out += &format!("report key:    {key}\n");
+        out
+    }
 }
 
 /// What `status` reports. Field names are part of the interface.
@@ -185,6 +224,9 @@ impl SourceStatus {
             } else {
                 out.push_str(&format!("               {} is refused until a newer bundle arrives or `drover-agent release --rollback`\n", r.from.digest));
             }
+        }
+        if let Some(r) = &self.report {
+            out.push_str(&r.to_text());
         }
         out.push_str(&format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into())));
         out.push_str(&format!("inventory:     {} objects\n", self.inventory));

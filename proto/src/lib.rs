@@ -11,6 +11,7 @@ pub mod config;
 pub mod digest;
 pub mod error;
 pub mod health;
+pub mod hint;
 pub mod keys;
 pub mod layout;
 pub mod manifest;

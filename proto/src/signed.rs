@@ -54,6 +54,8 @@ pub enum Found {
         digest: String,
         /// Why it does not count.
         reason: String,
+        /// Distinct trusted keys whose signature verified (fewer than the threshold).
+        signers: usize,
     },
     /// Something else (another artifact, a malformed manifest).
     Foreign {
@@ -155,7 +157,13 @@ pub async fn read(repo: &Repo, kind: &Kind, tag: &str, policy: &TrustPolicy) -> 
     let verification = match trust::verify(repo, &digest, policy).await {
         Ok(v) => v,
         Err(TrustError::Store(e)) => return Err(e),
-        Err(e) => return Ok(Found::Untrusted { digest, reason: e.to_string() }),
+        Err(e) => {
+            let signers = match &e {
+                TrustError::NotSatisfied(v) => v.matched.len(),
+                _ => 0,
+            };
+            return Ok(Found::Untrusted { digest, reason: e.to_string(), signers });
+        }
     };
     let bytes = document(repo, kind, &m).await?;
     Ok(Found::Trusted(Box::new(Document { digest, bytes, verification })))

@@ -67,6 +67,40 @@ fn apply_windows_and_drift_mode() {
     assert!(e.contains("zone"), "{e}");
 }
 
+/// Every `[default: V]` that `drover-agent run --help` shows is the real default: giving
+/// `--flag V` changes no setting. And the settings with a plain default show it.
+#[test]
+fn help_shows_the_real_defaults() {
+    use clap::{CommandFactory, Parser};
+    let base = [
+        "drover-agent", "run", "--source", "r.example/fleet/edge:prod", "--trust-key", "k.pub", "--target", "dir:/tmp/x", "--state-dir", "/tmp/s",
+        "--leader-election", "--cluster-name", "c1", "--expect-cluster-type", "edge", "--expect-environment", "prod",
+    ];
+    let settings = |extra: &[&str]| -> String {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+        let crate::cli::Command::Run(run) = cli.command else { unreachable!() };
+        format!("{:?}", Settings::merge(run.settings, ConfigLayer::default()).unwrap())
+    };
+    let plain = settings(&[]);
+    let cmd = crate::cli::Cli::command();
+    let run = cmd.find_subcommand("run").unwrap();
+    let mut shown = Vec::new();
+    for arg in run.get_arguments() {
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let Some(value) = help.split("[default: ").nth(1).and_then(|r| r.split(']').next()) else { continue };
+        let flag = format!("--{}", arg.get_long().unwrap());
+        assert_eq!(settings(&[&flag, value]), plain, "{flag} {value} is not what the agent does without {flag}");
+        shown.push(flag);
+    }
+    for flag in [
+        "--threshold", "--interval", "--resync", "--drift", "--field-manager", "--max-prune-ratio", "--log-format", "--health-timeout",
+        "--api-timeout", "--apply-concurrency", "--lease-name", "--lease-duration", "--report-interval",
+    ] {
+        assert!(shown.iter().any(|f| f == flag), "{flag} shows no [default: ...] in run --help ({shown:?})");
+    }
+}
+
 fn file(yaml: &str) -> Result<ConfigFile, ConfigError> {
     ConfigFile::parse(yaml, std::path::Path::new("/etc/drover/agent.yaml"))
 }

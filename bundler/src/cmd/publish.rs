@@ -242,7 +242,7 @@ pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
     let source_repository = args
         .source_repository
         .clone()
-        .or_else(|| git(&args.platform, &["config", "--get", "remote.origin.url"]))
+        .or_else(|| git(&args.platform, &["config", "remote.origin.url"]))
         .unwrap_or_default();
     let key = load_signing_key(&args.key)?;
     let min_agent_version = crate::cmd::build::min_agent_version(args.min_agent_version.as_deref())?;

@@ -132,27 +132,22 @@ impl Verdict {
         }
         if self.clusters == 0 {
             match &self.declared_in {
-                Some(file) => s.push_str(&format!("
-  {file} declares no cluster of {}/{} following {}", c.cluster_type, c.environment, c.channel)),
+                Some(file) => s.push_str(&format!("\n  {file} declares no cluster of {}/{} following {}", c.cluster_type, c.environment, c.channel)),
                 None => s.push_str(&format!(
-                    "
-  no cluster following {} has reported (is --reports the repository the agents write to, and do they run with --cluster-name?)",
+                    "\n  no cluster following {} has reported (is --reports the repository the agents write to, and do they run with `drover-agent run --cluster-name NAME`?)",
                     c.channel
                 )),
             }
         }
         for d in self.details.iter().filter(|d| !d.ready) {
-            s.push_str(&format!("
-  {}.{}: {}", c.cluster_type, d.cluster_name, d.classification.reason));
+            s.push_str(&format!("\n  {}.{}: {}", c.cluster_type, d.cluster_name, d.classification.reason));
         }
         let unnamed = self.clusters - self.details.len();
         if unnamed > 0 {
-            s.push_str(&format!("
-  and {unnamed} more cluster(s) whose reports do not count (not named)"));
+            s.push_str(&format!("\n  and {unnamed} more cluster(s) whose reports do not count (not named)"));
         }
         for n in &self.not_counted {
-            s.push_str(&format!("
-  not counted: {}: {}", n.cluster, n.reason));
+            s.push_str(&format!("\n  not counted: {}: {}", n.cluster, n.reason));
         }
         s
     }

@@ -200,6 +200,7 @@ mod tests {
             failing: vec![],
             held: None,
             drifted_objects: None,
+            rolled_back: None,
             agent_version: "t".into(),
             reported_at: at.into(),
         }

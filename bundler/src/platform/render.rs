@@ -14,7 +14,7 @@ use super::error::PlatformError;
 use super::exec::stderr_block;
 use super::load::{ClusterType, Platform, Workload};
 use super::template::template_error;
-use crate::input::{Collector, InputLimits};
+use crate::input::{Collector, InputLimits, ScopeSource};
 pub use crate::parallel::par_map;
 
 /// The rendered objects of one cluster type.
@@ -130,7 +130,7 @@ impl Platform {
                 }
             }
         }
-        let mut collector = Collector::new(&self.cluster_scoped_kinds);
+        let mut collector = Collector::new(&self.cluster_scoped_kinds, ScopeSource::Platform);
         let mut owners: HashMap<String, (&str, &str)> = HashMap::new();
         for w in &assigned {
             let values = self.values(env, t, w);

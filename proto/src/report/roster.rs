@@ -121,14 +121,14 @@ impl Roster {
         match self.clusters.get(&tag) {
             Some(fp) if fp == key.fingerprint() => Standing::Trusted,
             Some(fp) => Standing::Untrusted(format!(
-                "signed with report key {}, but the roster enrolls {fp} for {tag}: if its agent's key really changed, `drover fleet enroll --cluster {tag}={}` again",
+                "signed with report key {}, but the roster enrolls {fp} for {tag}: if its agent's key really changed, {} again",
                 key.fingerprint(),
-                key.fingerprint()
+                crate::hint::enroll(crate::hint::PREFIX, &format!("{tag}={}", key.fingerprint()))
             )),
             None => Standing::Untrusted(format!(
-                "not enrolled: its report key is {}; compare it with its agent's log, then `drover fleet enroll --cluster {tag}={}`",
+                "not enrolled: its report key is {}; compare it with its agent's log, then {}",
                 key.fingerprint(),
-                key.fingerprint()
+                crate::hint::enroll(crate::hint::PREFIX, &format!("{tag}={}", key.fingerprint()))
             )),
         }
     }

@@ -228,6 +228,14 @@ fn seen(t: &KubeTarget, source: &str, cm: &ConfigMap) {
     }
 }
 
+/// The state ConfigMap of `source` holding no record (no floor, no inventory: what a
+/// missing one means to every reader): what the Events create when it does not exist yet,
+/// so that they regard it by uid from the first on (`super::events`).
+pub(super) fn blank(source: &str, namespace: &str) -> Option<ConfigMap> {
+    let empty = TargetRecord { source: source.to_string(), floor: None, policy_fingerprint: String::new(), applied_at: String::new(), inventory: Vec::new(), rolled_back: None };
+    encode(&empty, namespace).ok()
+}
+
 /// The hold an annotated state ConfigMap carries.
 pub fn hold_of(cm: &ConfigMap) -> Option<TargetHold> {
     let reason = cm.metadata.annotations.as_ref()?.get(ANN_HOLD)?.clone();
@@ -252,7 +260,7 @@ pub(super) async fn write(t: &KubeTarget, rec: &TargetRecord) -> Result<(), Targ
     let params = PatchParams::apply(MANAGER).force();
     let patch = Patch::Apply(&cm);
     let name = configmap_name(&rec.source);
-    let written = with_retry(&t.opts.retry, || api.patch(&name, &params, &patch)).await.map(|_| ()).map_err(|f| record(f.message));
+    let written = with_retry(&t.opts.retry, || api.patch(&name, &params, &patch)).await.map(|cm| seen(t, &rec.source, &cm)).map_err(|f| record(f.message));
     remember(t, &rec.source, written.as_ref().ok().map(|_| rec));
     written
 }

@@ -45,7 +45,7 @@ pub struct Args {
     /// A reports repository (HOST/REPO, oci:DIR or oci-archive:FILE) instead of PREFIX/drover-reports.
     #[arg(long, value_name = "REF")]
     pub reports: Option<String>,
-    /// Without --fleet: the private release signing key that signs the registry roster.
+    /// Without --fleet: the private release signing key that signs the registry roster (not needed to list: --trust-key).
     #[arg(long, value_name = "KEY", conflicts_with = "fleet")]
     pub key: Option<PathBuf>,
     /// Without --fleet: public key(s) the current roster must verify with (default: the public half of --key).
