@@ -94,6 +94,9 @@ fn printers(file: &str, cmds: &Commands) -> Option<Vec<String>> {
         f if f.starts_with("proto/src/registry") || f == "proto/src/auth.rs" => accepting("--plain-http"),
         "proto/src/trust.rs" => accepting("--trust-key"),
         "proto/src/channel/import.rs" => named(&["drover import"]),
+        // Its one literal flag is the migration flag of `drover promote` (the agent and
+        // `verify` print it inside a sentence about promoting).
+        "proto/src/channel/statement.rs" => named(&["drover promote"]),
         "proto/src/report/mod.rs" => reports_by_prefix(),
         "proto/src/channel/sign.rs" => named(&["drover sign"]),
         // Only `drover push` gives an exact sequence.

@@ -92,6 +92,10 @@ fn a_degraded_bundle_is_rolled_back(env: &Env) {
     // The fleet report says RolledBack and runs v1: no gate passes on v2.
     let reports = env.reference.replace("fleet/edge:prod", "fleet/drover-reports");
     let pubkey = env.path("keys/drover.pub");
+    // The cluster's report counts once its key is enrolled (the registry roster here).
+    let key = env.path("keys/drover.key");
+    let out = run("drover", &["fleet", "enroll", "--reports", &reports, "--plain-http", "--key", key.to_str().unwrap(), "--all-pending"], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let out = run("drover", &["-o", "json", "fleet", "status", "--reports", &reports, "--plain-http", "--stale", "1h", "--trust-key", pubkey.to_str().unwrap()], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let fleet = out.json();

@@ -143,7 +143,7 @@ pub fn classify(known: Known, group: &Group, declared_in: Option<&str>, target: 
             let file = declared_in.unwrap_or("the Fleet file");
             let reason = match unusable {
                 Some(why) => format!("missing: no usable report (its tag {why})"),
-                None => format!("missing: no report (declared in {file}; does its agent run with --cluster-name and write to the reports repository read here?)"),
+                None => format!("missing: no report (declared in {file}; does its agent run with `drover-agent run --cluster-name NAME` and write to the reports repository read here?)"),
             };
             return Classification::new(Class::Missing, reason, None);
         }
