@@ -5,7 +5,8 @@
 //
 // Input (stdin, JSON): {"schema": "<SMD schema YAML>", "type": "<type name>",
 // "cases": [{"ops": [{"op": "apply"|"update", "manager": "m", "object": {...},
-// "force": true}]}]}. Output (stdout, JSON): per case {"object": ..., "managers":
+// "force": true}]}]} (op "forget": the manager's entry is dropped, as for fields the
+// server itself set, defaults, that nobody owns). Output (stdout, JSON): per case {"object": ..., "managers":
 // {"m": <fieldsV1>}, "errors": [null | "message" per op]}. An op that fails changes
 // nothing.
 package main
@@ -73,6 +74,11 @@ func main() {
 			obj, err := pt.FromUnstructured(o.Object)
 			if err != nil {
 				fail(fmt.Errorf("%s: %v", o.Manager, err))
+			}
+			if o.Op == "forget" {
+				delete(managers, o.Manager)
+				errs = append(errs, nil)
+				continue
 			}
 			var next *typed.TypedValue
 			var mf fieldpath.ManagedFields
