@@ -372,6 +372,31 @@ for m in MINORS:
 spec_kinds = {m: {(av, k): n for av, k, n, r in extract["kinds"] if holds(r, m)} for m in MINORS}
 
 
+def key_fields(types):
+    """(type, field) of every field some keyed list of `types` uses as a key."""
+    out = set()
+
+    def walk(a):
+        if not isinstance(a, dict):
+            return
+        l = a.get("list")
+        if l and l.get("keys") and "namedType" in l["elementType"]:
+            out.update((l["elementType"]["namedType"], k) for k in l["keys"])
+        for v in a.values():
+            if isinstance(v, dict):
+                walk(v)
+            elif isinstance(v, list):
+                for x in v:
+                    walk(x)
+
+    for a in types.values():
+        walk(a)
+    return out
+
+
+keys_of = {m: key_fields(spec[m]) for m in MINORS}
+
+
 def is_struct(atom):
     return "map" in atom and "fields" in atom["map"] and "elementType" not in atom["map"] and "scalar" not in atom
 
@@ -491,7 +516,11 @@ def add_minor(m, name, types):
         hint = go_rows.get(f["name"])
         t = ty_of_spec(f["type"], types, hint[0] if hint else None)
         shape, omit, marker = (hint[1], hint[2], hint[3]) if hint else ("Ptr", True, None)
-        d = json.dumps(f["default"]) if "default" in f else marker
+        # A key field's default is what SMD reads for a missing key: the spec's alone.
+        if "default" in f or (name, f["name"]) in keys_of[m]:
+            d = json.dumps(f["default"]) if "default" in f else None
+        else:
+            d = marker
         rows[f["name"]] = (t, shape, omit, d)
         refs = set()
         referenced(t, refs)

@@ -1257,7 +1257,8 @@ pub static TYPES: &[T] = &[
         F { name: "ingress", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.LoadBalancerIngress"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
     ] },
     T { name: "io.k8s.api.core.v1.LocalObjectReference", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
+        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M(0, 29) },
+        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M(30, 255) },
     ] },
     T { name: "io.k8s.api.core.v1.LocalVolumeSource", atomic: M::NONE, fields: &[
         F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
