@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::drift::DriftedObject;
 use crate::hold::Held;
 use crate::record::{AttemptSummary, SourceState};
-use crate::targets::Health;
+use crate::targets::{Health, KindSchema};
 
 /// What `status` reports. Field names are part of the interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -58,6 +58,24 @@ pub struct Status {
     /// (`--drift report`): object, changed or missing, the drifted fields, since when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<DriftedObject>,
+    /// Where the schema of each kind the kube target compared came from (the running
+    /// agent's; docs/kubernetes.md, "Which schema").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<KindSchema>,
+}
+
+/// One line per schema source: the source, then its kinds.
+fn schema_lines(schemas: &[KindSchema]) -> Vec<String> {
+    let mut by: Vec<(String, Vec<String>)> = Vec::new();
+    for k in schemas {
+        let source = k.source.to_string();
+        let kind = format!("{}/{}", k.api_version, k.kind);
+        match by.iter_mut().find(|(s, _)| *s == source) {
+            Some((_, kinds)) => kinds.push(kind),
+            None => by.push((source, vec![kind])),
+        }
+    }
+    by.into_iter().map(|(s, kinds)| format!("{s}: {}", kinds.join(", "))).collect()
 }
 
 impl Status {
@@ -116,6 +134,9 @@ impl Status {
             }
         }
         out += &format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into()));
+        if !self.schemas.is_empty() {
+            out += &format!("schemas:       {}\n", schema_lines(&self.schemas).join("\n               "));
+        }
         out += &format!("inventory:     {} objects\n", self.inventory);
         if let Some(a) = &self.last_attempt {
             out += &format!(

@@ -7,8 +7,8 @@
 //! identity fields, status subresources, `before-first-apply`), [`defaults`] and
 //! [`roundtrip`] (what a stored object holds that nobody wrote), [`quantity`].
 //! Schemas: [`builtin`] (per Kubernetes minor, generated from the published OpenAPI v3 of
-//! 1.29–1.35 and the Go API types) and [`crd`], written out in structured-merge-diff's
-//! language by [`smd`].
+//! 1.29–1.35 and the Go API types), [`crd`] and [`openapi`] (a server's own OpenAPI v3,
+//! for kinds the table lacks), written out in structured-merge-diff's language by [`smd`].
 //!
 //! The agent asks [`verdict::apply_change`] whether a resync must write; the test
 //! suite's fake API server serves every write with [`server`]. Both are checked against
@@ -18,6 +18,7 @@ pub mod builtin;
 pub mod crd;
 pub mod defaults;
 pub mod fieldpath;
+pub mod openapi;
 pub mod quantity;
 pub mod roundtrip;
 pub mod schema;

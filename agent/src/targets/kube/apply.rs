@@ -7,9 +7,11 @@
 //! their API group from the discovery cache so the next groups can use the new kinds.
 //!
 //! Reading before the apply: one LIST (label `app.kubernetes.io/managed-by=drover`, paged
-//! by [`super::list::PAGE`] with `limit`/`continue`, parsed one item at a time) per kind and namespace of the group, and a GET for
-//! objects not in it (new, deleted, or not labelled: drover's label was removed or never
-//! there). Each live object of this source is compared with the apply body
+//! by [`super::list::PAGE`] with `limit`/`continue`, parsed one item at a time) per kind
+//! and namespace of the group. An object not in a LIST that completed is new or not
+//! drover's: it is applied without being read ([`super::unlisted`]: the apply's `201`
+//! says it was created), so a first apply of N objects is N PATCHes and the LISTs; only
+//! an object whose LIST failed is read with a GET. Each live object of this source is compared with the apply body
 //! ([`super::compare`]): when a forced apply by drover's field manager would change
 //! neither the object nor anyone's fields, the object is `unchanged` and not sent at
 //! all, so a resync of an unchanged cluster writes nothing, and a new bundle writes only
@@ -36,6 +38,7 @@ use super::compare;
 use super::discovery::{ResolveError, Resolved};
 use super::schemas::{self, Schemas};
 use super::list;
+use super::unlisted::{self, Unlisted};
 use super::owner::{adopted_message, conflict_message, owner_of, Owner};
 use super::retry::with_retry;
 use super::wait::{check_object, Check};
@@ -77,7 +80,7 @@ impl Live {
 /// server-side apply left): their fields join drover's own Apply entry, so the apply
 /// that follows removes every field of theirs the bundle does not set, as Flux does.
 /// None when there is nothing to fold.
-fn fold_adopted(live: &Value, manager: &str) -> Option<Value> {
+pub(super) fn fold_adopted(live: &Value, manager: &str) -> Option<Value> {
     let leftovers = compare::leftover_managers(live);
     if leftovers.is_empty() {
         return None;
@@ -114,8 +117,16 @@ fn fold_adopted(live: &Value, manager: &str) -> Option<Value> {
 /// (apiVersion, kind, namespace): what one LIST reads.
 type ListKey = (String, String, Option<String>);
 
-/// The live state by name of drover's objects, per (apiVersion, kind, namespace).
-type Known = HashMap<ListKey, HashMap<String, Live>>;
+/// What one LIST found: the live state by name of the group's objects in it, and whether
+/// it read every page (an object not in a complete LIST is not drover's, or new).
+#[derive(Default)]
+struct Listed {
+    live: HashMap<String, Live>,
+    complete: bool,
+}
+
+/// The LISTs of a group, per (apiVersion, kind, namespace).
+type Known = HashMap<ListKey, Listed>;
 
 fn known_key(o: &PlannedObject, res: &Resolved) -> ListKey {
     (o.id.api_version.clone(), o.id.kind.clone(), if res.namespaced { o.id.namespace.clone() } else { None })
@@ -123,7 +134,7 @@ fn known_key(o: &PlannedObject, res: &Resolved) -> ListKey {
 
 /// One labelled LIST (paged) per (kind, namespace) of the group, at most `concurrency`
 /// at a time. Only the verdicts on the group's objects are kept, page by page. A LIST
-/// that fails leaves its (remaining) objects to individual GETs.
+/// that fails leaves the objects it did not find to individual GETs.
 async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, resolved: &Resolutions, schemas: &Schemas) -> Known {
     let mut wanted: HashMap<ListKey, (&Resolved, HashMap<&str, &PlannedObject>)> = HashMap::new();
     for o in &group.objects {
@@ -147,7 +158,7 @@ async fn list_one(
     res: &Resolved,
     objects: HashMap<&str, &PlannedObject>,
     schema: drover_ssa::Schema,
-) -> (ListKey, HashMap<String, Live>) {
+) -> (ListKey, Listed) {
     let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
     let mut found = HashMap::new();
     let verdict = |live: Value| {
@@ -157,10 +168,14 @@ async fn list_one(
             found.insert(o.id.name.clone(), Live::read(&live, &desired(value, req, res.namespaced), &schema, req));
         }
     };
-    if let Err(f) = list::for_each(t, res, key.2.as_deref(), &selector, verdict).await {
-        tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
-    }
-    (key, found)
+    let complete = match list::for_each(t, res, key.2.as_deref(), &selector, verdict).await {
+        Ok(()) => true,
+        Err(f) => {
+            tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
+            false
+        }
+    };
+    (key, Listed { live: found, complete })
 }
 
 /// Applies every group in order; stops after the first group with a failure.
@@ -213,7 +228,7 @@ pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &
         .objects
         .iter()
         .map(|o| match resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
-            Some(Ok(res)) => known.get(&known_key(o, res)).and_then(|m| m.get(&o.id.name)).is_some_and(|l| l.unchanged),
+            Some(Ok(res)) => known.get(&known_key(o, res)).and_then(|m| m.live.get(&o.id.name)).is_some_and(|l| l.unchanged),
             _ => false,
         })
         .collect()
@@ -251,7 +266,14 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         Err(e) => return fail(e),
     };
     let api = res.api(&t.client, id.namespace.as_deref());
-    let listed = known.get(&known_key(obj, res)).and_then(|m| m.get(&id.name)).cloned();
+    let list = known.get(&known_key(obj, res));
+    let listed = list.and_then(|m| m.live.get(&id.name)).cloned();
+    if listed.is_none() && list.is_some_and(|l| l.complete) {
+        match unlisted::apply(t, req, res, id, &body).await {
+            Unlisted::Done(outcome) => return (outcome, true),
+            Unlisted::ReadFirst => {}
+        }
+    }
     let before = match listed {
         Some(live) => Some(live),
         None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {

@@ -3,6 +3,7 @@
 //! target's options, a reachability probe and reading one live object. The other `kube`
 //! modules take a [`KubeTarget`].
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use drover_proto::object::ObjectRef;
@@ -62,6 +63,12 @@ pub struct KubeTarget {
     pub(super) writes: super::writes::WriteCounter,
     /// The Events about this target's sources ([`super::events`]), with the agent's identity.
     pub(super) events: super::events::Recorder,
+    /// The server's Kubernetes minor (`/version`, read by every probe; 0 until read).
+    minor: AtomicU8,
+    /// Schemas from the server's OpenAPI, per group-version ([`super::schemas`]).
+    pub(super) openapi: super::schemas::OpenApiCache,
+    /// Where each kind's schema came from ([`super::schemas`]), for `status`.
+    sources: super::schemas::Sources,
 }
 
 impl KubeTarget {
@@ -103,16 +110,53 @@ impl KubeTarget {
             None => own.clone(),
         };
         let events = super::events::Recorder::new(own.clone(), &opts.state_namespace);
-        Ok(KubeTarget { client: client.clone(), own, cluster, resolver: Resolver::new(client, opts.retry), opts, records: Default::default(), writes, events })
+        Ok(KubeTarget {
+            client: client.clone(),
+            own,
+            cluster,
+            resolver: Resolver::new(client, opts.retry),
+            opts,
+            records: Default::default(),
+            writes,
+            events,
+            minor: AtomicU8::new(0),
+            openapi: Default::default(),
+            sources: Default::default(),
+        })
     }
 
-    /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API
-    /// server cannot be reached, before anything is attempted.
+    /// One cheap request (`/version`): fails with [`TargetError::Unavailable`] when the
+    /// API server cannot be reached, before anything is attempted; learns the server's
+    /// Kubernetes minor, which decides the schemas of the compare ([`super::schemas`]).
     pub(super) async fn probe(&self) -> Result<(), TargetError> {
-        with_retry(&self.opts.retry, || self.client.list_core_api_versions())
+        let info = with_retry(&self.opts.retry, || self.client.apiserver_version())
             .await
-            .map(|_| ())
-            .map_err(|f| TargetError::Unavailable(format!("Kubernetes API at {}: {f}", self.cluster)))
+            .map_err(|f| TargetError::Unavailable(format!("Kubernetes API at {}: {f}", self.cluster)))?;
+        let minor = server_minor(&info.major, &info.minor);
+        if self.minor.swap(minor, Ordering::Relaxed) != minor {
+            tracing::info!(version = %info.git_version, minor, "Kubernetes API server version");
+        }
+        Ok(())
+    }
+
+    /// The server's Kubernetes minor as the last probe read it; 255 (newer than every
+    /// table) until then or when `/version` does not say.
+    pub(super) fn minor(&self) -> u8 {
+        match self.minor.load(Ordering::Relaxed) {
+            0 => drover_ssa::builtin::NEWER,
+            m => m,
+        }
+    }
+
+    /// Notes where the schema of (`api_version`, `kind`) came from.
+    pub(super) fn note_schema(&self, api_version: &str, kind: &str, source: crate::targets::SchemaSource) {
+        self.sources.lock().expect("schema sources").insert((api_version.to_string(), kind.to_string()), source);
+    }
+
+    /// Where the schema of each kind compared so far came from.
+    pub(super) fn schema_sources(&self) -> Vec<crate::targets::KindSchema> {
+        let sources = self.sources.lock().expect("schema sources");
+        sources.iter().map(|((av, k), s)| crate::targets::KindSchema { api_version: av.clone(), kind: k.clone(), source: *s }).collect()
     }
 
     /// The live object as JSON; `Ok(None)` when it (or its kind) does not exist.
@@ -127,5 +171,26 @@ impl KubeTarget {
             Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null))),
             Err(f) => Err(f.message),
         }
+    }
+}
+
+/// The minor of a `/version` answer (`"1"`, `"30"`; providers append `+`: `"30+"`); 255
+/// when it is not a 1.x version.
+fn server_minor(major: &str, minor: &str) -> u8 {
+    let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
+    match (major.trim_end_matches('+'), digits.parse::<u8>()) {
+        ("1", Ok(m)) if m > 0 => m,
+        _ => drover_ssa::builtin::NEWER,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn server_minor_of_version_answers() {
+        assert_eq!(super::server_minor("1", "30"), 30);
+        assert_eq!(super::server_minor("1", "29+"), 29, "EKS and GKE append +");
+        assert_eq!(super::server_minor("1", ""), 255);
+        assert_eq!(super::server_minor("2", "0"), 255);
     }
 }
