@@ -175,6 +175,10 @@ pub struct SourceState {
     /// `--drift report` mode and left as they are ([`crate::drift`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<crate::drift::DriftedObject>,
+    /// Where the schema of each kind the target compared came from (the kube target,
+    /// docs/kubernetes.md "Which schema"), as of the last recorded attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<crate::targets::KindSchema>,
 }
 
 /// A verified bundle's blobs, for offline re-apply.

@@ -58,8 +58,8 @@ pub struct Status {
     /// (`--drift report`): object, changed or missing, the drifted fields, since when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<DriftedObject>,
-    /// Where the schema of each kind the kube target compared came from (the running
-    /// agent's; docs/kubernetes.md, "Which schema").
+    /// Where the schema of each kind the kube target compared came from, as of the last
+    /// recorded attempt (docs/kubernetes.md, "Which schema").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schemas: Vec<KindSchema>,
 }
@@ -90,6 +90,7 @@ impl Status {
         self.inventory = s.inventory.len();
         self.last_attempt = s.last_attempt.clone();
         self.drifted = s.drifted.clone();
+        self.schemas = s.schemas.clone();
     }
 
     /// Human-readable rendering.

@@ -121,6 +121,10 @@ impl Pipeline {
         }
         let mut state = state.clone();
         state.last_attempt = Some(summary);
+        let schemas = self.target.schemas();
+        if !schemas.is_empty() {
+            state.schemas = schemas;
+        }
         let mut b = self.unsaved.take().unwrap_or_default();
         b.push(state, attempt.clone());
         let written = b.write(self.store());

@@ -133,7 +133,6 @@ impl Pipeline {
         let mut st = self.shared.status.lock().expect("status lock");
         st.set_state(state);
         st.last_poll_at = Some(now_rfc3339());
-        st.schemas = self.target.schemas();
         f(&mut st);
     }
 
