@@ -200,8 +200,8 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakekube::store::Settings;
-    use crate::fakekube::RolloutMode;
+    use super::super::rollout::RolloutMode;
+    use super::super::store::Settings;
 
     fn state(minor: u8) -> State {
         State::new(Settings { rollout_default: RolloutMode::Ready, rollout_overrides: Default::default(), rollout_delay: Default::default(), crd_delay: Default::default(), minor })

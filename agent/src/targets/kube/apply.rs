@@ -17,7 +17,7 @@
 //! all, so a resync of an unchanged cluster writes nothing, and a new bundle writes only
 //! the objects whose content changed (objects do not carry the bundle digest). An object
 //! being deleted is `terminating` and not sent. An object holding fields kubectl left
-//! (adoption) first gets them folded into drover's own entry ([`fold_adopted`]).
+//! (adoption) first gets them folded into drover's own entry ([`adopt::fold_adopted`]).
 //!
 //! Change detection of what is sent: the `resourceVersion` read before is compared with
 //! the one the apply returns. The API server does not write (and does not bump
@@ -34,6 +34,7 @@ use futures::stream::{self, StreamExt};
 use kube::api::{Patch, PatchParams};
 use serde_json::{json, Value};
 
+use super::adopt;
 use super::compare;
 use super::discovery::{ResolveError, Resolved};
 use super::schemas::{self, Schemas};
@@ -52,7 +53,7 @@ type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
 
 /// What the apply needs to know about a live object: its version, its owner, whether
 /// applying the body would change nothing, whether it is being deleted, and the managed
-/// fields to write first when drover takes over what kubectl left ([`fold_adopted`]).
+/// fields to write first when drover takes over what kubectl left ([`adopt::fold_adopted`]).
 #[derive(Debug, Clone)]
 struct Live {
     resource_version: String,
@@ -70,48 +71,9 @@ impl Live {
         let unchanged = owner == Owner::This && compare::unchanged(schema, body, live, &req.field_manager);
         let resource_version = live.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
         let terminating = super::wait::terminating(live).map(|m| format!("{m}: not applied; recreated once it is gone"));
-        let fold = (!matches!(owner, Owner::Other(_))).then(|| fold_adopted(live, &req.field_manager)).flatten();
+        let fold = (!matches!(owner, Owner::Other(_))).then(|| adopt::fold_adopted(live, &req.field_manager)).flatten();
         Live { resource_version, owner, unchanged, terminating, fold }
     }
-}
-
-/// The managed fields `live` should have before drover's apply when it holds entries of
-/// [`compare::ADOPTED_MANAGERS`] (what `kubectl create/apply` and clients older than
-/// server-side apply left): their fields join drover's own Apply entry, so the apply
-/// that follows removes every field of theirs the bundle does not set, as Flux does.
-/// None when there is nothing to fold.
-pub(super) fn fold_adopted(live: &Value, manager: &str) -> Option<Value> {
-    let leftovers = compare::leftover_managers(live);
-    if leftovers.is_empty() {
-        return None;
-    }
-    let entries = drover_ssa::server::read_entries(live).ok()?;
-    let mut mine: Option<drover_ssa::server::Entry> = None;
-    let mut kept = Vec::new();
-    let mut taken = drover_ssa::fieldpath::Set::new();
-    for e in entries {
-        if e.subresource.is_none() && leftovers.contains(&e.manager) {
-            taken = taken.union(&e.set);
-        } else if e.manager == manager && e.operation == "Apply" && e.subresource.is_none() {
-            mine = Some(e);
-        } else {
-            kept.push(e);
-        }
-    }
-    let api_version = live["apiVersion"].as_str().unwrap_or_default().to_string();
-    let mut mine = mine.unwrap_or(drover_ssa::server::Entry {
-        manager: manager.into(),
-        operation: "Apply".into(),
-        api_version,
-        time: live.pointer("/metadata/creationTimestamp").and_then(Value::as_str).map(str::to_string),
-        subresource: None,
-        set: drover_ssa::fieldpath::Set::new(),
-    });
-    mine.set = mine.set.union(&taken);
-    kept.push(mine);
-    let mut holder = json!({"metadata": {}});
-    drover_ssa::server::write_entries(&mut holder, &kept);
-    holder.pointer("/metadata/managedFields").cloned()
 }
 
 /// (apiVersion, kind, namespace): what one LIST reads.

@@ -66,10 +66,14 @@ pub struct KubeTarget {
     /// The server's Kubernetes minor (`/version`, read by every probe; 0 until read).
     minor: AtomicU8,
     /// Schemas from the server's OpenAPI, per group-version ([`super::schemas`]).
-    pub(super) openapi: super::schemas::OpenApiCache,
+    pub(super) openapi: OpenApiCache,
     /// Where each kind's schema came from ([`super::schemas`]), for `status`.
-    sources: super::schemas::Sources,
+    sources: std::sync::Mutex<std::collections::BTreeMap<(String, String), crate::targets::SchemaSource>>,
 }
+
+/// The schemas one group-version's OpenAPI document gave, by kind (None: the server
+/// serves no OpenAPI for it, or reading it failed).
+pub(super) type OpenApiCache = tokio::sync::Mutex<std::collections::HashMap<String, Option<std::sync::Arc<std::collections::HashMap<String, drover_ssa::Schema>>>>>;
 
 impl KubeTarget {
     /// Connects with the in-cluster config or `KUBECONFIG` (as `kubectl` does). Does not

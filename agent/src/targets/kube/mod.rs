@@ -11,6 +11,7 @@
 //! the in-cluster copy of the agent's record, `events` the Events about its attempts,
 //! `retry` classifies API errors and retries transient ones.
 
+pub mod adopt;
 pub mod apply;
 pub mod cluster;
 pub mod compare;

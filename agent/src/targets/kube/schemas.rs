@@ -13,7 +13,7 @@
 //!
 //! Which one each kind got is kept for `status` ([`KubeTarget::schema_sources`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use drover_ssa::{crd, Schema};
@@ -31,10 +31,6 @@ pub(super) type Schemas = HashMap<(String, String), Schema>;
 /// The largest OpenAPI document of one group-version read (the biggest a release
 /// publishes, core/v1, is about 2 MB).
 pub const OPENAPI_LIMIT: usize = 16 << 20;
-
-/// The schemas one group-version's OpenAPI document gave, by kind (None: the server
-/// serves no OpenAPI for it, or reading it failed).
-pub(super) type OpenApiCache = tokio::sync::Mutex<HashMap<String, Option<Arc<HashMap<String, Schema>>>>>;
 
 /// The schema of (`api_version`, `kind`) in `schemas`, deduced when it has none.
 pub(super) fn of(schemas: &Schemas, api_version: &str, kind: &str) -> Schema {
@@ -165,6 +161,3 @@ async fn read_openapi(t: &KubeTarget, api_version: &str) -> Option<Value> {
     }
     serde_json::from_slice(&bytes).ok()
 }
-
-/// The sources noted so far, by (apiVersion, kind).
-pub(super) type Sources = std::sync::Mutex<BTreeMap<(String, String), SchemaSource>>;

@@ -9,7 +9,7 @@
 //!
 //! What the GET used to settle is settled after the apply, for the few objects it concerns:
 //! - an object that existed without drover's label is `adopted`; when it holds fields
-//!   kubectl left ([`super::compare::ADOPTED_MANAGERS`], [`super::apply::fold_adopted`]) they are folded into drover's
+//!   kubectl left ([`super::compare::ADOPTED_MANAGERS`], [`super::adopt::fold_adopted`]) they are folded into drover's
 //!   entry and the apply repeated, which removes what the bundle does not set (the same
 //!   end state as folding first);
 //! - one being deleted is reported `terminating` (it got drover's fields on its way out;
@@ -78,7 +78,7 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest, res: &Resolved, id
     if let Some(m) = super::wait::terminating(&after) {
         return Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Terminating, format!("{m}: recreated once it is gone")));
     }
-    if let Some(fields) = super::apply::fold_adopted(&after, &req.field_manager) {
+    if let Some(fields) = super::adopt::fold_adopted(&after, &req.field_manager) {
         let rv = after.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
         let fold = json!({"metadata": {"resourceVersion": rv, "managedFields": fields}});
         let api = res.api(&t.client, id.namespace.as_deref());
