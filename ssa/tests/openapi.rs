@@ -63,15 +63,15 @@ impl Check<'_> {
         let (a, b) = (resolve(t, self.table), resolve(s, self.spec));
         for part in ["scalar", "list", "map"] {
             if a.atom.get(part).is_some() != b.atom.get(part).is_some() {
-                self.differ(&path, &format!("has a {part} form"), a.atom.get(part).is_some(), b.atom.get(part).is_some());
+                self.differ(path, &format!("has a {part} form"), a.atom.get(part).is_some(), b.atom.get(part).is_some());
             }
         }
         if a.atom["scalar"] != b.atom["scalar"] {
-            self.differ(&path, "scalar", &a.atom["scalar"], &b.atom["scalar"]);
+            self.differ(path, "scalar", &a.atom["scalar"], &b.atom["scalar"]);
         }
         let rel = |r: &Resolved| r.over.clone().or_else(|| r.atom["map"]["elementRelationship"].as_str().map(str::to_string)).unwrap_or_else(|| "separable".into());
         if a.atom.get("map").is_some() && b.atom.get("map").is_some() && rel(&a) != rel(&b) {
-            self.differ(&path, "map relationship (atomic or granular)", rel(&a), rel(&b));
+            self.differ(path, "map relationship (atomic or granular)", rel(&a), rel(&b));
         }
         if let (Some(x), Some(y)) = (&a.name, &b.name) {
             if !self.seen.insert((x.clone(), y.clone())) {
@@ -85,10 +85,10 @@ impl Check<'_> {
         };
         let path = path.as_str();
         if let (Some(l), Some(m)) = (a.atom.get("list"), b.atom.get("list")) {
-            self.list(l, m, &path);
+            self.list(l, m, path);
         }
         if let (Some(l), Some(m)) = (a.atom.get("map"), b.atom.get("map")) {
-            self.map(l, m, &path);
+            self.map(l, m, path);
         }
     }
 
@@ -182,7 +182,8 @@ fn planted_mismatches_are_caught() {
     let extract = extract();
     let (kinds, types) = table(35);
     assert!(mismatches(35, &kinds, &types, &extract).is_empty());
-    let plants: [(&str, fn(&mut Value), &str); 3] = [
+    type Plant = (&'static str, fn(&mut Value), &'static str);
+    let plants: [Plant; 3] = [
         ("a keyed list made atomic", |t| *t = json!({"list": {"elementType": t["list"]["elementType"].clone(), "elementRelationship": "atomic"}}), "io.k8s.api.core.v1.Container.ports: list kind"),
         ("claimRef made atomic", |t| t["elementRelationship"] = json!("atomic"), "io.k8s.api.core.v1.PersistentVolumeSpec.claimRef: map relationship"),
         ("items made a leaf", |t| *t = json!({"namedType": smd::UNTYPED}), "JSONSchemaProps.items: map relationship"),

@@ -4,7 +4,9 @@
 //! `…/status` path for a status subresource) and its schema in `components.schemas`,
 //! with the extensions structured-merge-diff is built from (`x-kubernetes-list-type`,
 //! `-list-map-keys`, `-map-type` on types and on referring properties,
-//! `x-kubernetes-preserve-unknown-fields`, defaults):
+//! `x-kubernetes-preserve-unknown-fields`, defaults) and the patch strategy kubectl's
+//! client-side apply reads (`x-kubernetes-patch-strategy: merge` and `-patch-merge-key`:
+//! the first key, as this fake's strategic merge patch merges):
 //! - built-in kinds: drover-ssa's table as the minor this fake plays has it, written out
 //!   (which the published specs hold it to: ssa/tests/openapi.rs);
 //! - custom resources: their CRD's `openAPIV3Schema` for that version;
@@ -174,12 +176,19 @@ impl Writer {
             Type::Deduced => json!({}),
             Type::List(e, k) => {
                 let mut l = json!({"type": "array", "items": self.schema(e)});
+                // The patch strategy kubectl's client-side apply reads: what this fake's
+                // strategic merge patch does (keyed lists merge by their first key, sets merge).
                 match k {
                     ListKind::Atomic => l["x-kubernetes-list-type"] = json!("atomic"),
-                    ListKind::Set => l["x-kubernetes-list-type"] = json!("set"),
+                    ListKind::Set => {
+                        l["x-kubernetes-list-type"] = json!("set");
+                        l["x-kubernetes-patch-strategy"] = json!("merge");
+                    }
                     ListKind::Keys(keys) => {
                         l["x-kubernetes-list-type"] = json!("map");
                         l["x-kubernetes-list-map-keys"] = json!(keys.to_vec());
+                        l["x-kubernetes-patch-strategy"] = json!("merge");
+                        l["x-kubernetes-patch-merge-key"] = json!(keys[0]);
                     }
                 }
                 l
@@ -211,17 +220,17 @@ mod tests {
     /// written from: claimRef granular, keyed ports, atomic `data`.
     #[test]
     fn served_schemas_read_back_as_the_table() {
-        let state = state(34);
-        let doc = group_version(&state, "", "v1").unwrap();
+        let now = state(34);
+        let doc = group_version(&now, "", "v1").unwrap();
         let pv = drover_ssa::openapi::schema_for(&doc, "v1", "PersistentVolume", 34).unwrap();
         assert!(pv.status_subresource);
         let spec = pv.root.strukt().unwrap().field("spec").unwrap().ty.clone();
         let claim = spec.strukt().unwrap().field("claimRef").unwrap().ty.clone();
         assert!(matches!(claim, Type::Builtin(Named { atomic: Some(false), .. })), "{claim:?}");
-        let apps = group_version(&state, "apps", "v1").unwrap();
+        let apps = group_version(&now, "apps", "v1").unwrap();
         let cr = drover_ssa::openapi::schema_for(&apps, "apps/v1", "ControllerRevision", 34).unwrap();
         assert!(matches!(cr.root.strukt().unwrap().field("data").unwrap().ty, Type::Scalar(Scalar::Untyped)));
-        assert!(group_version(&state, "resource.k8s.io", "v1").is_some(), "1.34 serves resource.k8s.io/v1");
+        assert!(group_version(&now, "resource.k8s.io", "v1").is_some(), "1.34 serves resource.k8s.io/v1");
         let old = state(33);
         assert!(group_version(&old, "resource.k8s.io", "v1").is_none(), "1.33 does not");
     }
