@@ -16,8 +16,10 @@
 //!   it is recreated once gone);
 //! - with `--no-force`, a conflict (another manager's fields) sends the object back to the
 //!   path that reads it first and folds kubectl's fields before applying;
-//! - a `200` whose only manager is drover's own apply was made by an earlier attempt of
-//!   this same apply whose answer was lost (a retried timeout): `created`.
+//! - a `200` to a retried apply (an earlier attempt timed out or lost its connection)
+//!   whose only manager is drover's own apply was made by that earlier attempt: `created`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::Request;
@@ -39,12 +41,23 @@ pub(super) enum Unlisted {
     ReadFirst,
 }
 
-/// The server-side apply of `body` as [`PatchParams`] say, with whether it created the
-/// object (`201`) and the object it answered.
-pub(super) async fn send(t: &KubeTarget, res: &Resolved, id: &ObjectRef, params: &PatchParams, body: &Value) -> Result<(bool, Value), ApiFailure> {
+/// What the server answered a server-side apply.
+pub(super) struct Sent {
+    /// `201`: the apply created the object.
+    pub created: bool,
+    /// The object as the server returned it.
+    pub object: Value,
+    /// The apply was sent more than once (an earlier attempt failed in transit).
+    pub retried: bool,
+}
+
+/// The server-side apply of `body` as [`PatchParams`] say.
+pub(super) async fn send(t: &KubeTarget, res: &Resolved, id: &ObjectRef, params: &PatchParams, body: &Value) -> Result<Sent, ApiFailure> {
     let ns = if res.namespaced { id.namespace.as_deref() } else { None };
     let path = DynamicObject::url_path(&res.resource, ns);
+    let attempts = AtomicU32::new(0);
     let call = || async {
+        attempts.fetch_add(1, Ordering::Relaxed);
         let request = Request::new(&path).patch(&id.name, params, &Patch::Apply(body)).map_err(kube::Error::BuildRequest)?;
         let resp = t.client.send(request.map(kube::client::Body::from)).await?;
         let status = resp.status();
@@ -57,7 +70,8 @@ pub(super) async fn send(t: &KubeTarget, res: &Resolved, id: &ObjectRef, params:
         let obj: Value = serde_json::from_slice(&bytes).map_err(kube::Error::SerdeError)?;
         Ok((status == http::StatusCode::CREATED, obj))
     };
-    with_retry(&t.opts.retry, call).await
+    let (created, object) = with_retry(&t.opts.retry, call).await?;
+    Ok(Sent { created, object, retried: attempts.load(Ordering::Relaxed) > 1 })
 }
 
 /// Applies `body` (the object `id`, not in its kind's LIST) without reading it first.
@@ -67,14 +81,14 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest, res: &Resolved, id
         params = params.force();
     }
     let after = match send(t, res, id, &params, body).await {
-        Ok((true, _)) => return Unlisted::Done(ObjectOutcome::new(id.clone(), Action::Created)),
-        Ok((false, after)) => after,
+        Ok(Sent { created: true, .. }) => return Unlisted::Done(ObjectOutcome::new(id.clone(), Action::Created)),
+        Ok(Sent { object, retried, .. }) if retried && only_ours(&object, &req.field_manager) => {
+            return Unlisted::Done(ObjectOutcome::new(id.clone(), Action::Created));
+        }
+        Ok(Sent { object, .. }) => object,
         Err(f) if f.conflict() && !t.opts.force => return Unlisted::ReadFirst,
         Err(f) => return Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Failed, f.message)),
     };
-    if only_ours(&after, &req.field_manager) {
-        return Unlisted::Done(ObjectOutcome::new(id.clone(), Action::Created));
-    }
     if let Some(m) = super::wait::terminating(&after) {
         return Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Terminating, format!("{m}: recreated once it is gone")));
     }
