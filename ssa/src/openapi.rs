@@ -31,8 +31,14 @@ use crate::schema::{Field, ListKind, Named, Scalar, Schema, Struct, Type};
 pub fn schema_for(doc: &Value, api_version: &str, kind: &str, minor: u8) -> Option<Schema> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let defs = doc.pointer("/components/schemas")?.as_object()?;
+    // A schema lists its kinds (an array); an operation names its one kind (an object).
     let is_kind = |s: &Value| {
-        s["x-kubernetes-group-version-kind"].as_array().into_iter().flatten().any(|g| g["group"].as_str().unwrap_or("") == group && g["version"] == version && g["kind"] == kind)
+        let gvk = &s["x-kubernetes-group-version-kind"];
+        let one = |g: &Value| g["group"].as_str().unwrap_or("") == group && g["version"] == version && g["kind"] == kind;
+        match gvk.as_array() {
+            Some(all) => all.iter().any(one),
+            None => gvk.is_object() && one(gvk),
+        }
     };
     let (name, _) = defs.iter().find(|(_, s)| is_kind(s) && s.pointer("/properties/metadata").is_some())?;
     let mut c = Convert { defs, minor: builtin::known_minor(minor), done: HashMap::new(), building: Vec::new() };
