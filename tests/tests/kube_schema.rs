@@ -2,8 +2,10 @@
 //! "Which schema"):
 //! - a kind the built-in table lacks (an aggregated API) takes its schema from the
 //!   server's own `/openapi/v3/apis/GROUP/VERSION`: a keyed list there is keyed in the
-//!   compare, so another manager's field in one item costs no write, and `status` says the
-//!   kind's schema came from the server's OpenAPI;
+//!   compare, so another manager's field in one item costs no write; the document's
+//!   `…/status` path makes `status` a subresource (a `status` in the bundle is not
+//!   applied and costs no write); and `status` says the kind's schema came from the
+//!   server's OpenAPI;
 //! - the table answers as the server's Kubernetes minor (`/version`): a field newer than
 //!   the server is one its schema does not declare, so the compare never vouches for the
 //!   object and the server's refusal (`field not declared in schema`, naming the field) is
@@ -39,7 +41,8 @@ fn gauge_openapi(group: &str) -> Value {
         "com.example.metrics.v1.Gauge": {"type": "object", "x-kubernetes-group-version-kind": [{"group": group, "version": "v1", "kind": "Gauge"}],
             "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                 "metadata": {"allOf": [r("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")]},
-                "spec": r("com.example.metrics.v1.GaugeSpec")}},
+                "spec": r("com.example.metrics.v1.GaugeSpec"), "status": r("com.example.metrics.v1.GaugeStatus")}},
+        "com.example.metrics.v1.GaugeStatus": {"type": "object", "properties": {"reading": {"type": "string"}}},
         "com.example.metrics.v1.GaugeSpec": {"type": "object", "properties": {
             "interval": {"type": "string"},
             "targets": {"type": "array", "items": r("com.example.metrics.v1.Target"), "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}}},
@@ -59,17 +62,20 @@ fn a_kind_the_table_lacks_takes_the_servers_openapi() {
         singular: "gauge".into(),
         namespaced: true,
         short_names: vec![],
-        status_subresource: false,
+        status_subresource: true,
         custom: false,
     };
     env.cluster.fake_server().unwrap().add_aggregated_api(res, gauge_openapi(&group));
     let gauge = format!(
-        "apiVersion: {group}/v1\nkind: Gauge\nmetadata:\n  name: load\n  namespace: {}\nspec:\n  interval: 30s\n  targets:\n  - {{name: a, weight: 1}}\n  - {{name: b, weight: 2}}\n",
+        "apiVersion: {group}/v1\nkind: Gauge\nmetadata:\n  name: load\n  namespace: {}\nspec:\n  interval: 30s\n  targets:\n  - {{name: a, weight: 1}}\n  - {{name: b, weight: 2}}\nstatus:\n  reading: exported\n",
         env.ns
     );
     env.push(&[env.namespace(), gauge], &[]);
     env.agent_ok(&[]);
     assert_eq!(Env::action(&env.last_attempt(), "Gauge", "load").0, "created");
+    // `status` is a subresource (the document's `…/status` path): the apply leaves it out,
+    // as the server does, and the resync below has nothing to write for it.
+    assert!(env.get(&format!("gauges.{group}"), "load").unwrap().get("status").is_none());
 
     // Another manager notes something on target a (an update: kubectl edit's way).
     let resource = format!("gauges.{group}");

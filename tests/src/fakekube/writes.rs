@@ -22,7 +22,10 @@ impl State {
                 return s;
             }
         }
-        if let Some(s) = self.aggregated_openapi(res).and_then(|doc| drover_ssa::openapi::schema_for(doc, &res.api_version(), &res.kind, self.settings.minor)) {
+        if let Some(mut s) = self.aggregated_openapi(res).and_then(|doc| drover_ssa::openapi::schema_for(doc, &res.api_version(), &res.kind, self.settings.minor)) {
+            // What the server serves decides (the `…/status` paths of the document it
+            // publishes are made from the same registration).
+            s.status_subresource = res.status_subresource;
             return s;
         }
         let crd = self.objects.iter().find(|(k, o)| {
