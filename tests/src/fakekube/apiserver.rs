@@ -24,12 +24,9 @@ pub struct FakeOptions {
     pub rollout_delay: Duration,
     /// How long a new CRD waits before it is Established (default 0).
     pub crd_delay: Duration,
-    /// The Kubernetes minor it plays (default [`DEFAULT_MINOR`]).
+    /// The Kubernetes minor it plays (default [`store::DEFAULT_MINOR`]).
     pub minor: u8,
 }
-
-/// The Kubernetes minor the fake plays unless told otherwise.
-pub const DEFAULT_MINOR: u8 = 34;
 
 impl Default for FakeOptions {
     fn default() -> Self {
@@ -38,7 +35,7 @@ impl Default for FakeOptions {
             rollout: RolloutMode::Ready,
             rollout_delay: Duration::ZERO,
             crd_delay: Duration::ZERO,
-            minor: DEFAULT_MINOR,
+            minor: store::DEFAULT_MINOR,
         }
     }
 }

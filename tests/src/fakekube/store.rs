@@ -25,6 +25,9 @@ pub enum Deferred {
     Rollout(Key, i64),
 }
 
+/// The Kubernetes minor the fake plays unless told otherwise.
+pub const DEFAULT_MINOR: u8 = 34;
+
 /// Knobs tests turn.
 #[derive(Clone, Debug)]
 pub struct Settings {
