@@ -79,3 +79,17 @@ pub fn spec_schema(minor: u8) -> Value {
     let extract: Value = serde_json::from_str(include_str!("../../ssa/gen/openapi-smd.json")).expect("the spec extract");
     smd::for_v4_1(&smd::spec_types(&extract, minor))
 }
+
+/// `v` with every array sorted, for comparing objects whose merged lists the real library
+/// and drover-ssa (or two versions of the library) may order differently.
+pub fn canon(v: &Value) -> Value {
+    match v {
+        Value::Array(a) => {
+            let mut items: Vec<Value> = a.iter().map(canon).collect();
+            items.sort_by_key(|i| i.to_string());
+            Value::Array(items)
+        }
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), canon(v))).collect()),
+        v => v.clone(),
+    }
+}

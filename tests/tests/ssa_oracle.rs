@@ -177,19 +177,6 @@ fn edit(rng: &mut StdRng, live: &Value) -> Value {
     v
 }
 
-/// Arrays sorted (merged keyed lists may be ordered differently by v4.1.2 and v4.4.1).
-fn canon(v: &Value) -> Value {
-    match v {
-        Value::Array(a) => {
-            let mut items: Vec<Value> = a.iter().map(canon).collect();
-            items.sort_by_key(|i| i.to_string());
-            Value::Array(items)
-        }
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), canon(v))).collect()),
-        v => v.clone(),
-    }
-}
-
 struct Outcome {
     object: Value,
     managers: Vec<(String, Set)>,
@@ -251,7 +238,7 @@ fn check(kind: &str, ty: &Type, (schema, type_name): (Value, String), gen: Gen, 
         if refused != mine.refused {
             problems.push(format!("conflicts: real {refused:?}, drover-ssa {:?} ({})", mine.refused, theirs["errors"]));
         }
-        if canon(&theirs["object"]) != canon(&mine.object) {
+        if oracle::canon(&theirs["object"]) != oracle::canon(&mine.object) {
             problems.push(format!("object:\n    real       {}\n    drover-ssa {}", theirs["object"], mine.object));
         }
         let mut real_sets: Vec<(String, Set)> = theirs["managers"].as_object().unwrap().iter().map(|(m, f)| (m.clone(), Set::from_fields_v1(f).unwrap())).collect();

@@ -277,19 +277,6 @@ fn ops(s: &Scenario, reapply: bool) -> Vec<Value> {
     ops
 }
 
-/// Arrays sorted, for comparing objects whose merged lists may be ordered differently.
-fn canon(v: &Value) -> Value {
-    match v {
-        Value::Array(a) => {
-            let mut items: Vec<Value> = a.iter().map(canon).collect();
-            items.sort_by_key(|i| i.to_string());
-            Value::Array(items)
-        }
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), canon(v))).collect()),
-        v => v.clone(),
-    }
-}
-
 /// The scenario as the corpus holds it: `live` is the real library's object with the
 /// server's bookkeeping and one managedFields entry per manager.
 /// A field set as the API server records it: without the fields it never attributes
@@ -326,7 +313,7 @@ fn record(bin: &std::path::Path) -> Vec<Value> {
         for r in [before, after] {
             assert!(r["errors"].as_array().unwrap().iter().all(Value::is_null), "{}: {}", s.name, r["errors"]);
         }
-        let unchanged = canon(&before["object"]) == canon(&stored(s, &after["object"])) && before["managers"] == after["managers"];
+        let unchanged = oracle::canon(&before["object"]) == oracle::canon(&stored(s, &after["object"])) && before["managers"] == after["managers"];
         let mut live = before["object"].clone();
         let mut managers: Vec<(&String, &Value)> = before["managers"].as_object().unwrap().iter().filter(|(_, f)| attributable(f).as_object().is_some_and(|o| !o.is_empty())).collect();
         managers.sort_by(|a, b| a.0.cmp(b.0));
