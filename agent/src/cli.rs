@@ -23,8 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent: poll, verify, apply, prune, record, serve status.
     Run(Box<RunArgs>),
-    /// Show the agent's status: the agent of --state-dir (through the endpoint it
-    /// records, or its database when it does not run), or the one at --endpoint.
+    /// Show the agent's status: the agent of --state-dir (through the socket in that
+    /// directory, or its database when it does not run), or the one at --endpoint.
     Status(QueryArgs),
     /// Show the last attempts with per-object outcomes (same agent as status).
     History(QueryArgs),
@@ -88,13 +88,13 @@ pub enum Output {
 /// Flags of `status` and `history`.
 #[derive(Debug, Args)]
 pub struct QueryArgs {
-    /// The running agent's HTTP endpoint (default: the one --state-dir records, else
-    /// http://127.0.0.1:9464).
+    /// An agent's HTTP port, http://HOST:PORT (a remote agent; without it the agent of
+    /// --state-dir is asked through the socket in that directory).
     #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
     /// The agent's state directory: the answer is about this agent (read directly when
     /// it does not run).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "DROVER_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
     /// Output format: a short table, or JSON (camelCase fields).
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]

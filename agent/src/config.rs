@@ -80,9 +80,14 @@ pub struct ConfigLayer {
     /// Where to apply: kube or dir:PATH.
     #[arg(long, env = "DROVER_TARGET")]
     pub target: Option<String>,
-    /// Directory of the agent's database.
+    /// Directory of the agent's database (the agent's own: created 0700; refused when
+    /// another user owns it or may write it or a directory on the way to it).
     #[arg(long, env = "DROVER_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The state directory's parent is a volume only this pod sees, writable by others by
+    /// its mode (a Kubernetes emptyDir: root-owned, 0777): accept that one directory.
+    #[arg(long, env = "DROVER_SHARED_STATE_PARENT", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub shared_state_parent: Option<bool>,
     /// Poll interval (jittered), e.g. 30s.
     #[arg(long, env = "DROVER_INTERVAL")]
     pub interval: Option<String>,
@@ -280,6 +285,8 @@ pub struct Settings {
     pub target: TargetSpec,
     /// State directory.
     pub state_dir: PathBuf,
+    /// The state directory's parent may be writable by others (`--shared-state-parent`).
+    pub shared_state_parent: bool,
     /// Poll interval (jittered).
     pub interval: Duration,
     /// Re-apply interval of an unchanged bundle (drift correction).
@@ -518,7 +525,10 @@ impl Settings {
         }
         let service_account = service_account(c.service_account, &target)?;
         let drift_mode = drift_mode(c.drift_mode.as_deref())?;
-        let apply_windows = Windows::parse(c.apply_windows.as_deref().unwrap_or_default()).map_err(|m| invalid("applyWindows", "apply-window", m))?;
+        let interval = duration("interval", "interval", c.interval, "30s")?;
+        let apply_windows = Windows::parse(c.apply_windows.as_deref().unwrap_or_default())
+            .and_then(|w| w.polled_every(interval).map(|_| w))
+            .map_err(|m| invalid("applyWindows", "apply-window", m))?;
         Ok(Settings {
             source,
             reference,
@@ -531,7 +541,8 @@ impl Settings {
             expect_environment: c.expect_environment,
             target,
             state_dir,
-            interval: duration("interval", "interval", c.interval, "30s")?,
+            shared_state_parent: c.shared_state_parent.unwrap_or(false),
+            interval,
             resync: duration_or_zero("resync", "resync", c.resync, "10m")?,
             drift_mode,
             apply_windows,

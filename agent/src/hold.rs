@@ -4,7 +4,9 @@
 //! - `drover-agent hold --state-dir DIR --reason TEXT` writes [`FILE`] into the state
 //!   directory (JSON `{reason, since}`, mode 0600, written to a temporary file and renamed
 //!   into place); `drover-agent release --state-dir DIR` removes it. The running agent
-//!   reads it on every poll (sled is locked by the agent; this file is not);
+//!   reads it on every poll (sled is locked by the agent; this file is not), relative to
+//!   the state directory ([`crate::statedir`]): not through a link, not blocking on a
+//!   FIFO, at most [`MAX_FILE`] bytes — anything else there is an unreadable hold;
 //! - the kube target: the annotation [`ANN_HOLD`] (`drover.dev/hold: "<reason>"`) on the
 //!   agent's in-cluster state ConfigMap ([`Target::read_hold`]), for an operator who only
 //!   has kubectl;
@@ -26,7 +28,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::private;
+use crate::fsat::Found;
+use crate::statedir::StateDir;
 use crate::targets::Target;
 use crate::window::{WindowState, Windows};
 
@@ -36,6 +39,8 @@ pub const FILE: &str = "hold.json";
 pub const ANN_HOLD: &str = "drover.dev/hold";
 /// Longest reason accepted (a reason is shown in status and in fleet reports).
 pub const MAX_REASON: usize = 300;
+/// Largest hold file read (a hold is a reason and a time).
+pub const MAX_FILE: u64 = 16 << 10;
 
 /// Why the hold file cannot be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +148,10 @@ fn file(dir: &Path) -> PathBuf {
     dir.join(FILE)
 }
 
+fn open(dir: &Path) -> Result<StateDir, HoldError> {
+    StateDir::existing(dir).map_err(io_err(dir))
+}
+
 /// Refuses a directory that is not an agent's state directory (hold and release act only
 /// on one: a hold file elsewhere holds nothing, and "held" would be a lie).
 fn state_dir(dir: &Path) -> Result<(), HoldError> {
@@ -181,13 +190,7 @@ pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
         _ => drover_proto::time::now_rfc3339(),
     };
     let body = serde_json::to_vec_pretty(&FileHold { reason: reason.to_string(), since: since.clone() }).expect("hold serializes");
-    let tmp = dir.join(format!(".{FILE}.{}", std::process::id()));
-    private::write_file(&tmp, &body).map_err(io_err(&tmp))?;
-    let path = file(dir);
-    fs::rename(&tmp, &path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_err(&path)(e)
-    })?;
+    open(dir)?.replace(FILE, &body).map_err(io_err(&file(dir)))?;
     Ok(Hold::new(reason.to_string(), since, HoldOrigin::File))
 }
 
@@ -195,21 +198,22 @@ pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
 pub fn release(dir: &Path) -> Result<Option<Hold>, HoldError> {
     state_dir(dir)?;
     let held = read_file(dir).unwrap_or(None);
-    let path = file(dir);
-    match fs::remove_file(&path) {
-        Ok(()) => Ok(held.or_else(|| Some(Hold::new(String::new(), String::new(), HoldOrigin::File)))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(&path)(e)),
+    match open(dir)?.remove(FILE) {
+        Ok(true) => Ok(held.or_else(|| Some(Hold::new(String::new(), String::new(), HoldOrigin::File)))),
+        Ok(false) => Ok(None),
+        Err(e) => Err(io_err(&file(dir))(e)),
     }
 }
 
 /// The hold file's hold, `None` when there is no hold file.
 pub fn read_file(dir: &Path) -> Result<Option<Hold>, HoldError> {
     let path = file(dir);
-    let data = match fs::read(&path) {
-        Ok(d) => d,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(&path)(e)),
+    let corrupt = |message: String| HoldError::Corrupt { path: path.display().to_string(), message };
+    let data = match open(dir)?.read(FILE, MAX_FILE).map_err(io_err(&path))? {
+        Found::Missing => return Ok(None),
+        Found::Ours(d) => d,
+        Found::TooLarge => return Err(corrupt(format!("larger than {MAX_FILE} bytes"))),
+        Found::Foreign(what) => return Err(corrupt(format!("it is {what}, not a file `drover-agent hold` writes"))),
     };
     let h: FileHold = serde_json::from_slice(&data).map_err(|e| HoldError::Corrupt { path: path.display().to_string(), message: e.to_string() })?;
     Ok(Some(Hold::new(h.reason, h.since, HoldOrigin::File)))

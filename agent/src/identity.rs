@@ -7,11 +7,12 @@
 //! `drover fleet enroll` approves that key into the fleet roster. Its fingerprint is
 //! logged at start so an operator can compare it with what `enroll` lists.
 
-use std::io::Write;
 use std::path::Path;
 
 use drover_proto::keys::PrivateKey;
 
+use crate::fsat::Found;
+use crate::statedir::StateDir;
 use crate::targets::Target;
 
 /// The report key's file in the state directory (targets that keep no key).
@@ -31,23 +32,27 @@ pub async fn report_key(target: &dyn Target, state_dir: &Path) -> Result<Private
     Ok(key)
 }
 
+/// Largest report key file read (a P-256 key in PEM is about 250 bytes).
+const MAX_KEY_FILE: u64 = 16 << 10;
+
 /// The key file in `state_dir`, created (0600, never overwritten) with `generated` when
-/// it does not exist.
+/// it does not exist; read only when it is a regular file of the agent's user (or root),
+/// not through a link, at most [`MAX_KEY_FILE`] bytes.
 fn from_state_dir(state_dir: &Path, generated: &[u8]) -> Result<Vec<u8>, String> {
     let path = state_dir.join(KEY_FILE);
     let named = |e: std::io::Error| format!("{}: {e}", path.display());
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, crate::private::FILE_MODE);
-    match o.open(&path) {
-        Ok(mut f) => {
-            // Written whole before anything reads it: a new file, then synced.
-            f.write_all(generated).and_then(|_| f.sync_all()).map_err(named)?;
-            Ok(generated.to_vec())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::read(&path).map_err(named),
-        Err(e) => Err(named(e)),
+    let dir = StateDir::existing(state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+    match dir.create_new(KEY_FILE, generated) {
+        // Written whole (and synced) before anything reads it.
+        Ok(()) => return Ok(generated.to_vec()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(named(e)),
+    }
+    match dir.read(KEY_FILE, MAX_KEY_FILE).map_err(named)? {
+        Found::Ours(data) => Ok(data),
+        Found::Missing => Err(format!("{}: removed while it was read", path.display())),
+        Found::TooLarge => Err(format!("{}: larger than {MAX_KEY_FILE} bytes: not a report key", path.display())),
+        Found::Foreign(what) => Err(format!("{}: it is {what}, not the agent's report key; move it aside (a new key is made, to enrol again)", path.display())),
     }
 }
 

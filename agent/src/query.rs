@@ -1,60 +1,57 @@
-//! `drover-agent status` and `history`: ask the running agent over HTTP; when none
-//! answers, read the state directory directly (sled allows one process per database).
-//! With `--state-dir DIR` the answer is about the agent of DIR: its endpoint comes from
-//! `DIR/endpoint` (written by a serving agent) unless `--endpoint` is given, and an agent
-//! answering there for another state directory is not shown in its place.
+//! `drover-agent status` and `history`: ask the running agent; when none answers, read
+//! the state directory directly (sled allows one process per database). With
+//! `--state-dir DIR` the agent is asked through its local channel ([`crate::local`], the
+//! socket in DIR that only the agent's user can reach): nothing on a TCP port is taken
+//! for DIR's agent, so a process that binds the port a crashed agent used is never shown
+//! in its place. `--endpoint URL` asks an agent's HTTP port instead (a remote agent,
+//! `kubectl port-forward`); an answer for another state directory than the one given is
+//! not shown in its place. Every answer is read to a bound.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
 use crate::cli::QueryArgs;
+use crate::local::{self, Answer};
 use crate::record::{Attempt, Store};
 use crate::status::Status;
 
-/// The endpoint `status`/`history` ask when neither `--endpoint` nor the state directory
-/// names one.
-pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:9464";
-/// The file in the state directory holding the serving agent's endpoint.
-const ENDPOINT_FILE: &str = "endpoint";
+/// Largest `/status` answer read.
+const MAX_STATUS: usize = 4 << 20;
+/// Largest `/history` answer read (100 attempts of many objects each).
+const MAX_HISTORY: usize = 32 << 20;
 
-/// Records where the agent of `state_dir` serves HTTP (best effort: a failure is logged).
-pub fn write_endpoint(state_dir: &Path, addr: SocketAddr) {
-    let ip = if addr.ip().is_unspecified() {
-        if addr.is_ipv4() { "127.0.0.1".parse().expect("loopback") } else { "::1".parse().expect("loopback") }
-    } else {
-        addr.ip()
+/// Asks the agent at `--endpoint` for `path` (`None`: nothing answers there).
+async fn ask_endpoint(endpoint: &str, path: &str, cap: usize) -> Option<Result<String, String>> {
+    let Some(hostport) = endpoint.strip_prefix("http://").map(|r| r.split('/').next().unwrap_or(r)) else {
+        return Some(Err(format!("{endpoint}: give the agent's port as http://HOST:PORT")));
     };
-    let url = format!("http://{}\n", SocketAddr::new(ip, addr.port()));
-    let tmp = state_dir.join(format!(".{ENDPOINT_FILE}.tmp"));
-    if let Err(e) = std::fs::write(&tmp, url).and_then(|_| std::fs::rename(&tmp, state_dir.join(ENDPOINT_FILE))) {
-        tracing::warn!("cannot record the endpoint in {}: {e}", state_dir.display());
-    }
-}
-
-/// Removes the endpoint record when the agent stops serving.
-pub fn remove_endpoint(state_dir: &Path) {
-    let _ = std::fs::remove_file(state_dir.join(ENDPOINT_FILE));
-}
-
-async fn ask(endpoint: &str, path: &str) -> Option<Result<String, String>> {
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().ok()?;
+    let connect = tokio::net::TcpStream::connect(hostport);
+    let stream = match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(_)) | Err(_) => return None,
+    };
     let url = format!("{}{path}", endpoint.trim_end_matches('/'));
-    match client.get(&url).send().await {
-        Ok(r) if r.status().is_success() => Some(r.text().await.map_err(|e| e.to_string())),
-        Ok(r) => Some(Err(format!("{url} answered HTTP {}", r.status()))),
-        Err(e) if e.is_connect() || e.is_timeout() => None,
-        Err(e) => Some(Err(e.to_string())),
+    match tokio::time::timeout(Duration::from_secs(10), local::get(stream, hostport, path, cap)).await {
+        Ok(r) => Some(r.map_err(|e| format!("{url}: {e}"))),
+        Err(_) => Some(Err(format!("{url}: no answer within 10s"))),
     }
+}
+
+/// How the agent that answered is reached.
+enum Via {
+    /// Its HTTP port (`--endpoint`).
+    Endpoint(String),
+    /// Its local channel in the state directory.
+    Local(PathBuf),
 }
 
 /// Where the answer comes from.
 enum Source {
     /// The agent of the state directory (or the one at `--endpoint`) answered.
-    Agent { endpoint: String, status: Box<Status> },
-    /// The state directory, read directly; `notice` says why when an agent answered.
+    Agent { via: Via, status: Box<Status> },
+    /// The state directory, read directly; `notice` says why.
     Directory { dir: PathBuf, notice: Option<String> },
 }
 
@@ -62,38 +59,44 @@ fn canonical(dir: &Path) -> PathBuf {
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
-/// The endpoint to ask: `--endpoint`, else the one the state directory records, else the default.
-fn endpoint(args: &QueryArgs) -> String {
-    if let Some(e) = &args.endpoint {
-        return e.clone();
-    }
-    args.state_dir
-        .as_ref()
-        .and_then(|d| std::fs::read_to_string(d.join(ENDPOINT_FILE)).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
+fn parse_status(body: &str, from: &str) -> anyhow::Result<Status> {
+    serde_json::from_str(body).with_context(|| format!("{from} is not a drover-agent status document"))
 }
 
 async fn locate(args: &QueryArgs) -> anyhow::Result<Source> {
-    let endpoint = endpoint(args);
     let wanted = args.state_dir.as_deref();
-    match ask(&endpoint, "/status").await {
+    let Some(endpoint) = &args.endpoint else {
+        let Some(dir) = wanted else {
+            bail!("give --state-dir DIR (the agent's state directory; DROVER_STATE_DIR), or --endpoint URL (an agent's HTTP port)");
+        };
+        return match local::ask(dir, "/status", MAX_STATUS).await {
+            Answer::Body(body) => {
+                let status = parse_status(&body, &dir.join(local::SOCKET).display().to_string())?;
+                Ok(Source::Agent { via: Via::Local(dir.to_path_buf()), status: Box::new(status) })
+            }
+            Answer::NoAgent(why) => {
+                let notice = format!("no agent answering for {} ({why}); read from its database", dir.display());
+                Ok(Source::Directory { dir: dir.to_path_buf(), notice: Some(notice) })
+            }
+            Answer::Failed(e) => bail!("asking the agent of {}: {e}", dir.display()),
+        };
+    };
+    match ask_endpoint(endpoint, "/status", MAX_STATUS).await {
         Some(Ok(body)) => {
-            let status: Status = serde_json::from_str(&body).with_context(|| format!("{endpoint}/status is not a drover-agent status document"))?;
+            let status = parse_status(&body, &format!("{endpoint}/status"))?;
             match wanted {
                 Some(dir) if canonical(dir) != Path::new(&status.state_dir) => {
                     let serves = if status.state_dir.is_empty() { "another state directory".to_string() } else { status.state_dir.clone() };
                     let notice = format!("the agent at {endpoint} serves {serves} (source {}), not this state directory", status.source);
                     Ok(Source::Directory { dir: dir.to_path_buf(), notice: Some(notice) })
                 }
-                _ => Ok(Source::Agent { endpoint, status: Box::new(status) }),
+                _ => Ok(Source::Agent { via: Via::Endpoint(endpoint.clone()), status: Box::new(status) }),
             }
         }
-        Some(Err(e)) => bail!("asking the agent at {endpoint}: {e}"),
+        Some(Err(e)) => bail!("asking the agent at {e}"),
         None => match wanted {
             Some(dir) => Ok(Source::Directory { dir: dir.to_path_buf(), notice: None }),
-            None => bail!("no agent answers at {endpoint}; pass --state-dir DIR to read its database directly, or --endpoint URL"),
+            None => bail!("no agent answers at {endpoint}; pass --state-dir DIR to ask the agent of DIR (or read its database)"),
         },
     }
 }
@@ -111,7 +114,8 @@ fn open_store(dir: &Path, notice: Option<&str>) -> anyhow::Result<Store> {
 /// `drover-agent status`: the status of the agent the user named.
 pub async fn status(args: &QueryArgs) -> anyhow::Result<Status> {
     match locate(args).await? {
-        Source::Agent { endpoint, status } => Ok(Status { endpoint: Some(endpoint), ..*status }),
+        Source::Agent { via: Via::Endpoint(endpoint), status } => Ok(Status { endpoint: Some(endpoint), ..*status }),
+        Source::Agent { via: Via::Local(_), status } => Ok(Status { endpoint: None, ..*status }),
         Source::Directory { dir, notice } => {
             let store = open_store(&dir, notice.as_deref())?;
             let mut st = Status { role: "single".into(), state_dir: canonical(&dir).display().to_string(), notice, ..Default::default() };
@@ -144,12 +148,21 @@ pub struct History {
 /// `drover-agent history`: the last attempts of the agent the user named (newest first).
 pub async fn history(args: &QueryArgs) -> anyhow::Result<History> {
     match locate(args).await? {
-        Source::Agent { endpoint, .. } => {
-            let attempts = match ask(&endpoint, &format!("/history?limit={}", args.limit)).await {
-                Some(Ok(body)) => serde_json::from_str(&body).with_context(|| format!("{endpoint}/history is not a history document"))?,
-                Some(Err(e)) => bail!("asking the agent at {endpoint}: {e}"),
-                None => bail!("the agent at {endpoint} stopped answering"),
+        Source::Agent { via, .. } => {
+            let path = format!("/history?limit={}", args.limit);
+            let (body, from) = match via {
+                Via::Endpoint(endpoint) => match ask_endpoint(&endpoint, &path, MAX_HISTORY).await {
+                    Some(Ok(body)) => (body, format!("{endpoint}/history")),
+                    Some(Err(e)) => bail!("asking the agent at {e}"),
+                    None => bail!("the agent at {endpoint} stopped answering"),
+                },
+                Via::Local(dir) => match local::ask(&dir, &path, MAX_HISTORY).await {
+                    Answer::Body(body) => (body, dir.join(local::SOCKET).display().to_string()),
+                    Answer::NoAgent(why) => bail!("the agent of {} stopped answering ({why})", dir.display()),
+                    Answer::Failed(e) => bail!("asking the agent of {}: {e}", dir.display()),
+                },
             };
+            let attempts = serde_json::from_str(&body).with_context(|| format!("{from} is not a history document"))?;
             Ok(History { attempts, notice: None })
         }
         Source::Directory { dir, notice } => {

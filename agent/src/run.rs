@@ -18,6 +18,7 @@ use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::shared::Shared;
 use crate::plan::Policy;
+use crate::statedir::StateDir;
 use crate::record::{AttemptResult, Store};
 use crate::report::{Observed, Reporter};
 use crate::resolve::Source;
@@ -107,10 +108,14 @@ pub(crate) fn terminated() -> impl std::future::Future<Output = ()> {
     }
 }
 
-/// Serves HTTP on `--listen` (default [`DEFAULT_LISTEN`]; a one-shot run only when
-/// `--listen` is given) and records the bound address in the state directory, so
-/// `drover-agent status --state-dir DIR` finds this agent. Returns the bound address.
-async fn serve_http(settings: &Settings, once: bool, shared: Arc<Shared>) -> anyhow::Result<Option<SocketAddr>> {
+/// Serves the local channel (the socket in the state directory, [`crate::local`]: how
+/// `drover-agent status --state-dir DIR` reaches this agent), and HTTP on `--listen`
+/// (default [`DEFAULT_LISTEN`]; a one-shot run only when `--listen` is given). Returns
+/// the bound address.
+async fn serve_http(settings: &Settings, state: &StateDir, once: bool, shared: Arc<Shared>) -> anyhow::Result<Option<SocketAddr>> {
+    let (app, probes) = (crate::serve::router(shared.clone()), crate::serve::probes(shared.clone()));
+    let local = crate::local::listen(state).with_context(|| format!("cannot listen on {}", state.path().join(crate::local::SOCKET).display()))?;
+    tokio::spawn(crate::serve::serve(local, crate::serve::local_router(shared), probes.clone(), crate::serve::Limits::default()));
     let wanted = match settings.listen {
         Some(a) => a,
         None if once => return Ok(None),
@@ -118,9 +123,7 @@ async fn serve_http(settings: &Settings, once: bool, shared: Arc<Shared>) -> any
     };
     let listener = tokio::net::TcpListener::bind(wanted).await.with_context(|| format!("cannot listen on {wanted} (--listen)"))?;
     let bound = listener.local_addr().context("the bound listen address")?;
-    crate::query::write_endpoint(&settings.state_dir, bound);
-    let app = crate::serve::router(shared);
-    tokio::spawn(crate::serve::serve(listener, app, crate::serve::Limits::default()));
+    tokio::spawn(crate::serve::serve(listener, app, probes, crate::serve::Limits::default()));
     Ok(Some(bound))
 }
 
@@ -171,6 +174,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     if settings.expect_cluster_type.is_none() || settings.expect_environment.is_none() {
         tracing::warn!("no --expect-cluster-type/--expect-environment: a signed bundle for any cluster type or environment is accepted");
     }
+    let statedir = StateDir::claim(&settings.state_dir, settings.shared_state_parent).context("--state-dir")?;
     let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
     let client = registry_client(&settings)?;
     let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
@@ -191,7 +195,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
         Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed });
     let mut reporter = reporter(&settings, &client)?;
     set_role(&shared, "single");
-    let listen = serve_http(&settings, once, shared.clone()).await?;
+    let listen = serve_http(&settings, &statedir, once, shared.clone()).await?;
     let listen_text = listen.map(|a| a.to_string()).unwrap_or_else(|| "-".into());
     tracing::info!(source = %settings.source, target = %target.describe(), listen = %listen_text, "drover-agent started");
     let mut pipeline = Pipeline::new(
@@ -285,9 +289,7 @@ pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     }
     // The Events of the last attempts (and pending series counts), bounded.
     pipeline.target.flush_events(Duration::from_secs(5)).await;
-    if listen.is_some() {
-        crate::query::remove_endpoint(&settings.state_dir);
-    }
+    crate::local::close(&statedir);
     if !pipeline.write_unsaved() {
         tracing::error!(
             "stopping with the last attempts not written to {}: the next start begins from the state written last and re-applies the channel's bundle",

@@ -62,6 +62,8 @@ impl std::fmt::Display for WindowSpec {
 /// One checked window.
 #[derive(Debug, Clone)]
 struct Window {
+    /// As written (for messages).
+    spec: WindowSpec,
     cron: Cron,
     duration: Duration,
     zone: TimeZone,
@@ -126,7 +128,7 @@ impl Windows {
             let zone_name = spec.time_zone.as_deref().unwrap_or("UTC");
             let zone = TimeZone::get(zone_name)
                 .map_err(|e| format!("{at}: timeZone {zone_name:?} is not an IANA time zone name like Europe/Berlin or UTC: {e}"))?;
-            let window = Window { cron, duration, zone };
+            let window = Window { spec: spec.clone(), cron, duration, zone };
             if window.next_start(Timestamp::now()).is_none() {
                 return Err(format!(
                     "{at}: schedule {:?} never opens (no date matches it, such as 30 February): an agent held by it would apply nothing, ever",
@@ -136,6 +138,27 @@ impl Windows {
             windows.push(window);
         }
         Ok(Windows { windows })
+    }
+
+    /// Refuses a window shorter than twice the poll interval: polls are up to 1.1 x the
+    /// interval apart (jitter) plus the poll's own time, so a poll lands in a shorter
+    /// window only by chance and a bundle could wait for a window forever. The error
+    /// names the window (1-based), its duration and the interval.
+    pub fn polled_every(&self, interval: Duration) -> Result<(), String> {
+        for (i, w) in self.windows.iter().enumerate() {
+            if w.duration < interval.saturating_mul(2) {
+                return Err(format!(
+                    "window {} ({}): duration {} is shorter than twice the poll interval (interval {}): a poll lands in it only by chance, \
+                     so a new bundle could wait for a window forever. Make the window at least {} long, or poll more often (--interval)",
+                    i + 1,
+                    w.spec,
+                    humantime::format_duration(w.duration),
+                    humantime::format_duration(interval),
+                    humantime::format_duration(interval.saturating_mul(2))
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// True when no windows are set.
@@ -204,6 +227,15 @@ mod tests {
         assert_eq!(windows(&[]).at(ts("2025-01-06T21:30:00Z")), WindowState::Unrestricted);
         let w = windows(&["0 1 * * *;1h", "30 0 * * *;2h"]);
         assert_eq!(w.at(ts("2025-01-06T01:10:00Z")), WindowState::Open { until: ts("2025-01-06T02:30:00Z") });
+    }
+
+    #[test]
+    fn windows_shorter_than_two_polls_are_refused() {
+        let w = windows(&["*/5 * * * *;1s", "0 22 * * *;1m"]);
+        let e = w.polled_every(Duration::from_secs(30)).unwrap_err();
+        assert!(e.contains("window 1 (*/5 * * * *;1s)") && e.contains("duration 1s") && e.contains("interval 30s") && e.contains("at least 1m"), "{e}");
+        assert!(windows(&["0 22 * * *;1m"]).polled_every(Duration::from_secs(30)).is_ok());
+        assert!(windows(&["0 22 * * *;1m"]).polled_every(Duration::from_secs(31)).is_err());
     }
 
     #[test]

@@ -171,8 +171,9 @@ pub fn docker_reference(repo: &Repo) -> String {
 }
 
 /// Verifies that at least `policy.threshold` distinct trusted keys signed exactly `digest`
-/// in `repo`. Reads the signature manifest (one manifest GET) and each layer's payload
-/// (one blob GET per layer, digest checked) — except a layer whose digest is that of the
+/// in `repo`. Reads the signature manifest (one manifest GET, at most
+/// [`sigmanifest::MAX_LAYERS`] layers) and each distinct payload once (one blob GET per
+/// payload digest, digest checked; layers naming the same payload share it) — except the
 /// payload drover writes for this repository and digest: equal digests are equal bytes,
 /// so that payload is known without reading it. Never returns Ok unless satisfied.
 pub async fn verify(repo: &Repo, digest: &str, policy: &TrustPolicy) -> Result<Verification, TrustError> {
@@ -218,7 +219,10 @@ async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_al
         let payload = sigmanifest::payload(&docker_reference(repo), digest);
         (sigmanifest::payload_digest(&payload), payload)
     });
-    // Integrity first: every layer must be a simple-signing layer whose bytes match its descriptor.
+    // Integrity first: every layer must be a simple-signing layer whose bytes match its
+    // descriptor. Each distinct payload is read once (a .sig of many layers naming one
+    // payload costs one GET).
+    let mut read: std::collections::HashMap<&str, Vec<u8>> = std::collections::HashMap::new();
     let mut payloads = Vec::with_capacity(manifest.layers.len());
     for (i, layer) in manifest.layers.iter().enumerate() {
         if layer.media_type != media::COSIGN_SIMPLESIGNING {
@@ -231,8 +235,9 @@ async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_al
         if layer.size > sigmanifest::MAX_PAYLOAD {
             return Err(tampered(format!("layer {i} payload is {} bytes, over {}", layer.size, sigmanifest::MAX_PAYLOAD)));
         }
-        let fetched = match &ours {
-            Some((known, payload)) if *known == layer.digest => Ok(payload.clone()),
+        let fetched = match (&ours, read.get(layer.digest.as_str())) {
+            (_, Some(payload)) => Ok(payload.clone()),
+            (Some((known, payload)), _) if *known == layer.digest => Ok(payload.clone()),
             _ => repo.blob(&layer.digest, sigmanifest::MAX_PAYLOAD).await,
         };
         let data = match fetched {
@@ -245,6 +250,7 @@ async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_al
         if data.len() as u64 != layer.size {
             return Err(tampered(format!("layer {i} is {} bytes, its descriptor says {}", data.len(), layer.size)));
         }
+        read.entry(layer.digest.as_str()).or_insert_with(|| data.clone());
         payloads.push(data);
     }
     evaluate(digest, &reference, &manifest.layers, &payloads, policy)

@@ -7,6 +7,7 @@ pub mod bins;
 pub mod fakekube;
 pub mod faults;
 pub mod misbehave;
+pub mod neighbour;
 pub mod oracle;
 pub mod proxy;
 pub mod rawreg;

@@ -124,3 +124,19 @@ pub fn digest(bytes: &[u8]) -> String {
     use sha2::Digest;
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
+
+/// Uploads `data` as a blob of `repo` (one POST, one monolithic PUT); returns its digest.
+pub fn put_blob(addr: &str, repo: &str, data: &[u8]) -> String {
+    let digest = digest(data);
+    let a = request(addr, "POST", &format!("/v2/{repo}/blobs/uploads/"), &[], b"").expect("registry answers");
+    assert_eq!(a.status, 202, "POST upload {repo}: {}", String::from_utf8_lossy(&a.body));
+    let location = a.header("location").expect("upload location").to_string();
+    let path = match location.find("/v2/") {
+        Some(i) => location[i..].to_string(),
+        None => location,
+    };
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let a = request(addr, "PUT", &format!("{path}{sep}digest={digest}"), &[("Content-Type", "application/octet-stream")], data).expect("registry answers");
+    assert_eq!(a.status, 201, "PUT blob {repo}: {}", String::from_utf8_lossy(&a.body));
+    digest
+}

@@ -71,7 +71,7 @@ fn status_answers_about_the_agent_of_the_state_dir_given() {
     let other = w.s("other");
     let st = status_json(&["--state-dir", &other, "--endpoint", &endpoint]);
     assert_eq!((st["source"].as_str(), st["agentRunning"].as_bool()), (Some(other_source.as_str()), Some(true)), "{st}");
-    // ... also without --endpoint: the state directory says where its agent listens.
+    // ... also without --endpoint: through the socket in its state directory.
     let st = status_json(&["--state-dir", &other]);
     assert_eq!((st["source"].as_str(), st["agentRunning"].as_bool()), (Some(other_source.as_str()), Some(true)), "{st}");
     assert_eq!(st["stateDir"], other.as_str());

@@ -110,3 +110,21 @@ fn bad_windows_are_refused_naming_the_field() {
     assert!(snapshot(&fx.target()).is_empty(), "nothing applied");
     assert!(!fx.p("state/db").exists(), "nothing recorded");
 }
+
+#[test]
+fn a_window_shorter_than_twice_the_poll_interval_is_refused_naming_both() {
+    let fx = Fx::new();
+    fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    // A 30 s poll rarely lands in a one-second window: the operator would wait forever.
+    let out = fx.once(&["--apply-window", "*/5 * * * *;1s"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("apply-window") && out.stderr.contains("duration 1s") && out.stderr.contains("interval 30s"), "{}", out.stderr);
+    let config = fx.p("short.yaml");
+    std::fs::write(&config, "interval: 5m\napplyWindows:\n- schedule: \"0 22 * * *\"\n  duration: 9m\n").unwrap();
+    let out = fx.once(&["--config", config.to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("applyWindows") && out.stderr.contains("interval 5m"), "{}", out.stderr);
+    assert!(snapshot(&fx.target()).is_empty() && !fx.p("state/db").exists(), "nothing applied or recorded");
+    // Twice the interval is enough: at least one poll lands in every window.
+    let out = fx.once(&["--interval", "30s", "--apply-window", "0 22 * * *;1m"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}

@@ -137,3 +137,78 @@ fn kube_plan_shows_neither_the_bundle_nor_the_live_secret_value(env: &Env) {
         no_values(&format!("kube plan -o {format}"), &out.stdout);
     }
 }
+
+/// The Secret as `kubectl get -o yaml` exports it after a `kubectl apply`: its values are
+/// also in the `kubectl.kubernetes.io/last-applied-configuration` annotation (base64 in
+/// `data`, plain in `stringData`).
+fn exported_secret((b64, _): (&str, &str), token: &str) -> String {
+    let last = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"annotations": {}, "name": "db", "namespace": "app"},
+        "data": {"password": b64, "user": "YWRtaW4="}, "stringData": {"token": token},
+    });
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: app\n  annotations:\n    kubectl.kubernetes.io/last-applied-configuration: {}\ntype: Opaque\ndata:\n  password: {b64}\n  user: YWRtaW4=\nstringData:\n  token: {token}\n",
+        serde_json::to_string(&last.to_string()).unwrap()
+    )
+}
+
+#[test]
+fn drover_diff_of_an_exported_secret_shows_no_value_from_its_last_applied_annotation() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_files(&tmp.path().join("a"), &[("db.yaml", &exported_secret(OLD, TOKENS.0))]);
+    write_files(&tmp.path().join("b"), &[("db.yaml", &exported_secret(NEW, TOKENS.1))]);
+    let (a, b) = (tmp.path().join("a").display().to_string(), tmp.path().join("b").display().to_string());
+    for format in ["table", "json"] {
+        let out = run("drover", &["-o", format, "diff", &a, &b], &[]);
+        assert_eq!(out.code, 1, "the sides differ: {}", out.stderr);
+        no_values(&format!("drover diff -o {format}"), &out.stdout);
+        assert!(out.stdout.contains("last-applied-configuration"), "the changed annotation is named:\n{}", out.stdout);
+    }
+}
+
+#[test]
+fn agent_plan_of_an_exported_secret_shows_no_value_from_its_last_applied_annotation() {
+    let fx = Fx::new();
+    fx.push(&objs(&[("db".into(), exported_secret(OLD, TOKENS.0))]), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    fx.push(&objs(&[("db".into(), exported_secret(NEW, TOKENS.1))]), 2, Some("k1"), &[]);
+    for format in ["table", "json"] {
+        let mut args = fx.agent_args(&fx.tag_ref);
+        args[0] = "plan".into();
+        args.extend(["-o".to_string(), format.to_string()]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run("drover-agent", &refs, &[]);
+        assert_eq!(out.code, 3, "the Secret would change:\n{}\n{}", out.stdout, out.stderr);
+        no_values(&format!("drover-agent plan -o {format}"), &out.stdout);
+        no_values(&format!("drover-agent plan -o {format} (log)"), &format!("{}password", out.stderr));
+    }
+}
+
+#[test]
+fn drift_and_history_of_an_exported_secret_show_no_value() {
+    let fx = Fx::new();
+    fx.push(&objs(&[("db".into(), exported_secret(OLD, TOKENS.0))]), 1, Some("k1"), &[]);
+    let first = fx.once(&["--drift", "report"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // Someone puts the new values into the target by hand (both the values and the
+    // annotation, as `kubectl apply` would).
+    let file = fx.target().join("manifests/app/Secret.core.db.yaml");
+    assert!(file.is_file(), "{:?}", agent_support::snapshot(&fx.target()).keys());
+    std::fs::write(&file, exported_secret(NEW, TOKENS.1)).unwrap();
+    let resync = fx.once(&["--drift", "report", "--resync", "0s"]);
+    assert_eq!(resync.code, 0, "{}", resync.stderr);
+    let st = fx.status();
+    let drifted = st["drifted"].to_string();
+    assert!(drifted.contains("data.password") && drifted.contains("last-applied-configuration"), "the drift names the fields: {st:#}");
+    no_values("status -o json (drift)", &st.to_string());
+    let text = run_ok_text(&fx, "status");
+    no_values("status (drift)", &format!("{text}password"));
+    no_values("history -o json", &format!("{}password", serde_json::Value::Array(fx.history())));
+    no_values("history", &format!("{}password", run_ok_text(&fx, "history")));
+    no_values("the agent's log", &format!("{}{}password", first.stderr, resync.stderr));
+}
+
+fn run_ok_text(fx: &Fx, cmd: &str) -> String {
+    drover_tests::run_ok("drover-agent", &[cmd, "--endpoint", "http://127.0.0.1:9", "--state-dir", &fx.state()], &[]).stdout
+}

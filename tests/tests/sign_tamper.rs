@@ -107,7 +107,7 @@ fn tampered_signatures_are_refused_with_a_reason() {
 /// once per layer, drover's own payloads included, so a damaged store is reported (the
 /// channel reads skip drover's own payload; `platform_publish.rs` counts those).
 #[test]
-fn verify_reads_one_manifest_and_one_blob_per_layer() {
+fn verify_reads_one_manifest_and_one_blob_per_distinct_payload() {
     let reg = Registry::start();
     let proxy = CountingProxy::start(&reg.addr);
     let tmp = tempfile::tempdir().unwrap();
@@ -126,7 +126,8 @@ fn verify_reads_one_manifest_and_one_blob_per_layer() {
     let manifests = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/manifests/")).count();
     let blobs = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/blobs/")).count();
     assert_eq!(manifests, 1, "one .sig manifest GET: {seen:?}");
-    assert_eq!(blobs, 3, "one blob GET per signature layer (3 layers): {seen:?}");
+    // Three layers (three signers) over the one payload drover writes: read once.
+    assert_eq!(blobs, 1, "one blob GET per distinct payload (3 layers, 1 payload): {seen:?}");
     assert!(seen.iter().all(|l| l.starts_with("GET ") || l.starts_with("HEAD ")), "{seen:?}");
 
     // Signatures made under another repository's name (a copy, another tool): each
@@ -140,7 +141,7 @@ fn verify_reads_one_manifest_and_one_blob_per_layer() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let seen: Vec<String> = proxy.take().into_iter().filter(|l| l != "GET /v2/").collect();
     let blobs = seen.iter().filter(|l| l.starts_with("GET ") && l.contains("/blobs/")).count();
-    assert_eq!(blobs, 2, "one blob GET per signature layer (2 layers): {seen:?}");
+    assert_eq!(blobs, 1, "one blob GET per distinct payload (2 layers, 1 payload): {seen:?}");
 }
 
 /// The channel reads (`trust::verify`: publish, promote, the agent) know drover's own

@@ -45,7 +45,7 @@ impl Pipeline {
             StageError::Rejected { reason, message } => {
                 tracing::error!(reason, "bundle refused: {message}");
                 self.shared.metrics.verification_failure(reason);
-                self.rejected = Some((at.digest.clone(), reason));
+                self.rejected = Some(crate::refused::Refused::record(self.rejected.take(), &at.digest, reason, message, at.stage));
                 (AttemptResult::Rejected, false)
             }
             StageError::Unreachable(m) => {

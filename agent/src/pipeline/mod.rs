@@ -74,7 +74,7 @@ pub struct Pipeline {
     writes_start: Option<crate::targets::Writes>,
     fingerprint: String,
     last_apply: Option<Instant>,
-    rejected: Option<(String, &'static str)>,
+    rejected: Option<crate::refused::Refused>,
     /// What the state database could not take yet (a full disk): written first thing
     /// once it can.
     unsaved: Option<Backlog>,
@@ -209,14 +209,14 @@ impl Pipeline {
             self.publish(&state, |_| {});
             return CycleOutcome { result: AttemptResult::Held, unreachable: false };
         }
-        if let Some((d, reason)) = &self.rejected {
-            // A refused digest is not fetched again until resync, unless signatures (or its
-            // channel statement) may still arrive.
-            if d == &digest && !resync_due && !matches!(*reason, "unsigned" | "signature" | "channel") {
-                self.shared.metrics.poll("Rejected");
-                self.publish(&state, |_| {});
-                return CycleOutcome { result: AttemptResult::Rejected, unreachable: false };
-            }
+        if let Some(r) = self.rejected.as_ref().filter(|r| r.holds(&digest)) {
+            // A refused digest is not fetched or judged again until its backoff passed
+            // ([`crate::refused`]); the refusal stands (and its Event repeats).
+            tracing::debug!("{digest} was refused ({}); judged again after {:?}", r.reason, r.backoff());
+            self.event(&Event::rejected(&digest, r.reason, &r.message, r.stage));
+            self.shared.metrics.poll("Rejected");
+            self.publish(&state, |_| {});
+            return CycleOutcome { result: AttemptResult::Rejected, unreachable: false };
         }
         self.process(digest, state, None, hold).await
     }

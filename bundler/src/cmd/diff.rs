@@ -39,13 +39,14 @@ struct Side {
     objects: BTreeMap<Key, (ObjectRef, String)>,
 }
 
-/// The texts a changed object is shown with: its canonical YAML, or for a Secret the
-/// canonical YAML of both sides redacted as `kubectl diff` does (keys kept, values
-/// `***`, a changed one `*** (before)` / `*** (after)`).
+/// The texts a changed object is shown with: its canonical YAML, or for an object that
+/// holds Secret values (a Secret, an annotation carrying one's manifest such as
+/// `last-applied-configuration`) the canonical YAML of both sides redacted as `kubectl
+/// diff` does (keys kept, values `***`, a changed one `*** (before)` / `*** (after)`).
 fn shown(ya: &str, yb: &str) -> anyhow::Result<(String, String)> {
     let parse = |y: &str| serde_yaml_ng::from_str::<serde_json::Value>(y).context("canonical YAML parses");
     let (va, vb) = (parse(ya)?, parse(yb)?);
-    if !redact::is_secret(&va) && !redact::is_secret(&vb) {
+    if !redact::holds_secret(&va) && !redact::holds_secret(&vb) {
         return Ok((ya.to_string(), yb.to_string()));
     }
     let (ra, rb) = redact::redact_pair(&va, &vb);

@@ -17,8 +17,10 @@ pub const OCI_IMAGE_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 pub const MAX_SIGNATURE_MANIFEST: u64 = 1 << 20;
 /// Largest simple-signing payload read during verification.
 pub const MAX_PAYLOAD: u64 = 64 << 10;
-/// Most signature layers considered (more is refused as malformed).
-pub const MAX_LAYERS: usize = 256;
+/// Most signature layers in one signature manifest (more is refused, naming the count):
+/// one layer per signature, and no trust policy needs more than a few signers; a bound
+/// keeps what one manifest `PUT` can make every verifier read small.
+pub const MAX_LAYERS: usize = 64;
 
 /// The simple-signing payload bytes cosign signs, in cosign's field order:
 /// `{"critical":{"identity":{"docker-reference":..},"image":{"docker-manifest-digest":..},"type":..},"optional":null}`.
@@ -133,7 +135,10 @@ pub fn parse(bytes: &[u8]) -> Result<Manifest, String> {
         Some(other) => return Err(format!("signature manifest has media type {other:?}, expected an image manifest")),
     }
     if m.layers.len() > MAX_LAYERS {
-        return Err(format!("signature manifest has {} layers, more than the {MAX_LAYERS} drover reads", m.layers.len()));
+        return Err(format!(
+            "signature manifest has {} layers, more than the {MAX_LAYERS} drover reads (one layer per signature): delete that signature tag and sign again",
+            m.layers.len()
+        ));
     }
     Ok(m)
 }

@@ -1,8 +1,9 @@
 //! The `dir:PATH` target: keeps `PATH/manifests/` equal to the applied bundle's tree, for
 //! non-Kubernetes consumers and for trying drover without a cluster.
 //!
-//! PATH belongs to the agent: created 0700 when missing, refused when another user owns
-//! it or its group or others may write it (the message names owner and mode). Every file
+//! PATH belongs to the agent ([`crate::owned`]): created 0700 when missing, refused when
+//! another user owns it or its group or others may write it, or when it is reached through
+//! a directory another user may change (the message names path, owner and mode). Every file
 //! operation goes through the directory opened once ([`fsat`]: `openat` without following
 //! links), so an entry replaced by a link (`.drover-stage` to a file elsewhere, a bundle
 //! file to `/dev/zero`) is neither followed nor read; reads are bounded by the bundle's
@@ -17,8 +18,6 @@
 //! repaired when the target is opened again. Bundles carry Secrets: the tree is private
 //! (directories 0700, files 0600).
 
-mod fsat;
-
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -30,7 +29,7 @@ use drover_proto::media;
 use drover_proto::object::ObjectRef;
 use drover_proto::text::redact;
 
-use fsat::Found;
+use crate::fsat::{self, Found};
 
 use super::{
     Action, ApplyReport, ApplyRequest, BoxFuture, HealthReport, ObjectOutcome, ObjectPlan, PlanAction, PruneReport, PruneRequest, Target,
@@ -66,14 +65,10 @@ impl DirTarget {
     /// others may write, repairs an interrupted swap and makes the tree private.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, TargetError> {
         let root = root.into();
-        if std::fs::symlink_metadata(&root).is_err() {
-            crate::private::create_dir_all(&root).map_err(|e| io_err(&root, e))?;
-        }
-        let fd = fsat::open_root(&root).map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => TargetError::Io { path: root.display().to_string(), message: "is a symbolic link: give the directory itself".into() },
-            _ => io_err(&root, e),
+        let fd = crate::owned::claim(&root, "target directory", false).map_err(|e| match e {
+            crate::owned::OwnedError::Refused { path, message } => TargetError::Io { path, message },
+            crate::owned::OwnedError::Io { path, source } => TargetError::Io { path, message: source.to_string() },
         })?;
-        fsat::claim(fd.as_fd()).map_err(|m| TargetError::Io { path: root.display().to_string(), message: m })?;
         let t = DirTarget { root, fd: Some(Arc::new(fd)) };
         t.recover()?;
         if let Some(tree) = t.tree_fd()? {
@@ -329,7 +324,7 @@ impl DirTarget {
                         (b, a) => {
                             // A file that does not parse is shown whole, unless it is to
                             // become a Secret (it may hold the old values).
-                            let raw = if a.as_ref().is_some_and(redact::is_secret) { redact::REDACTED.into() } else { String::from_utf8_lossy(&cur).into() };
+                            let raw = if a.as_ref().is_some_and(redact::holds_secret) { redact::REDACTED.into() } else { String::from_utf8_lossy(&cur).into() };
                             let before = b.map(|v| redact::redact_object(&v)).or(Some(raw));
                             vec![crate::diff::FieldChange { path: String::new(), before, after: a.map(|v| redact::redact_object(&v)) }]
                         }

@@ -1,8 +1,10 @@
-//! File access for the `dir:` target relative to an open directory, never following a
-//! symbolic link (`openat` with `O_NOFOLLOW`, `mkdirat`, `renameat`, `unlinkat`, via
-//! rustix): once the target's directory is open, nothing that replaces one of its entries
-//! by a link (to `/dev/zero`, to a file outside it) can make the agent read or write
-//! anywhere else. Reads are bounded; files are created new (`O_EXCL`), private (0600).
+//! File access relative to an open directory — the `dir:` target's and the state
+//! directory's ([`crate::owned`]) — never following a symbolic link (`openat` with
+//! `O_NOFOLLOW`, `mkdirat`, `renameat`, `unlinkat`, via rustix): once the directory is
+//! open, nothing that replaces one of its entries by a link (to `/dev/zero`, to a file
+//! outside it) can make the agent read or write anywhere else, and a FIFO there cannot
+//! block it (`O_NONBLOCK`). Reads are bounded; files are created new (`O_EXCL`), private
+//! (0600).
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -72,12 +74,16 @@ pub enum Found {
 
 /// Why an entry is not one the agent wrote, from its status (`None`: it could be).
 fn foreign(st: &rfs::Stat) -> Option<String> {
+    foreign_unless(st, |uid| uid == rustix::process::geteuid().as_raw())
+}
+
+/// Why an entry is not a plain file of an owner `owner_ok` accepts (`None`: it is).
+fn foreign_unless(st: &rfs::Stat, owner_ok: impl Fn(u32) -> bool) -> Option<String> {
     let ft = FileType::from_raw_mode(st.st_mode);
     if ft != FileType::RegularFile {
         return Some(format!("a {}", kind(ft)));
     }
-    let me = rustix::process::geteuid().as_raw();
-    if st.st_uid != me {
+    if !owner_ok(st.st_uid) {
         return Some(format!("a file owned by uid {} (mode {:o})", st.st_uid, st.st_mode & 0o7777));
     }
     if st.st_nlink > 1 {
@@ -102,6 +108,12 @@ fn kind(ft: FileType) -> &'static str {
 /// Reads `name` in `dir` when it is a file the agent could have written, at most `max`
 /// bytes; never through a link, never blocking on a FIFO.
 pub fn read(dir: BorrowedFd<'_>, name: &str, max: u64) -> io::Result<Found> {
+    read_from(dir, name, max, |uid| uid == rustix::process::geteuid().as_raw())
+}
+
+/// [`read`] of a file whose owner `owner_ok` accepts (for the state directory: the
+/// agent's user or root, who may run `drover-agent hold`).
+pub fn read_from(dir: BorrowedFd<'_>, name: &str, max: u64, owner_ok: impl Fn(u32) -> bool) -> io::Result<Found> {
     let fd = match rfs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(Found::Missing),
@@ -109,7 +121,7 @@ pub fn read(dir: BorrowedFd<'_>, name: &str, max: u64) -> io::Result<Found> {
         Err(e) => return Err(io(e)),
     };
     let st = rfs::fstat(&fd).map_err(io)?;
-    if let Some(why) = foreign(&st) {
+    if let Some(why) = foreign_unless(&st, owner_ok) {
         return Ok(Found::Foreign(why));
     }
     if st.st_size as u64 > max {
@@ -230,22 +242,29 @@ pub fn walk(dir: BorrowedFd<'_>, tighten: bool) -> io::Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// Owner and mode of an open directory, refused unless this user owns it and neither its
-/// group nor others may write it; then made 0700.
-pub fn claim(fd: BorrowedFd<'_>) -> Result<(), String> {
-    let st = rfs::fstat(fd).map_err(|e| e.to_string())?;
-    let me = rustix::process::geteuid().as_raw();
-    let mode = st.st_mode & 0o7777;
-    if st.st_uid != me || mode & 0o022 != 0 {
-        let who = if st.st_uid != me { format!("it belongs to uid {}, not to the agent (uid {me})", st.st_uid) } else { "group or others may write it".to_string() };
-        return Err(format!(
-            "refusing a target directory owned by uid {} with mode {mode:o}: {who}, and whoever may write it can plant files or links the agent would trust. \
-             Give a directory the agent's user owns with mode 0700 (chown {me} and chmod 0700), or a path that does not exist yet (the agent creates it 0700)",
-            st.st_uid
-        ));
+/// Every entry under `dir` (directories entered without following links) with its
+/// owner: relative path and uid.
+pub fn owners(dir: BorrowedFd<'_>) -> io::Result<Vec<(String, u32)>> {
+    let mut out = Vec::new();
+    let mut todo: Vec<(OwnedFd, String)> = vec![(open_path(dir, &[])?, String::new())];
+    while let Some((fd, at)) = todo.pop() {
+        for (name, _) in entries(fd.as_fd())? {
+            let st = rfs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(io)?;
+            let rel = if at.is_empty() { name.clone() } else { format!("{at}/{name}") };
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                todo.push((open_dir(fd.as_fd(), &name)?, rel.clone()));
+            }
+            out.push((rel, st.st_uid));
+        }
     }
-    if mode != DIR_MODE {
-        rfs::fchmod(fd, Mode::from_raw_mode(DIR_MODE)).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// What kind of entry `name` in `dir` is, and its owner (`None`: nothing is there).
+pub fn entry(dir: BorrowedFd<'_>, name: &str) -> io::Result<Option<(FileType, u32)>> {
+    match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some((FileType::from_raw_mode(st.st_mode), st.st_uid))),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(io(e)),
     }
-    Ok(())
 }
