@@ -6,7 +6,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::ConfigLayer;
 
-/// drover-agent: polls one bundle reference, verifies it, applies it to a target and records it.
+/// drover-agent: polls bundle references (one, or several named sources), verifies them,
+/// applies them to a target and records them.
 ///
 /// Exit codes: 0 ok, 1 refused or failed, 2 usage or configuration. Logs go to stderr
 /// (DROVER_LOG, default info; --log-format text|json); results to stdout.
@@ -24,16 +25,21 @@ pub enum Command {
     /// Run the agent: poll, verify, apply, prune, record, serve status.
     Run(Box<RunArgs>),
     /// Show the agent's status: the agent of --state-dir (through the socket in that
-    /// directory, or its database when it does not run), or the one at --endpoint.
+    /// directory, or its database when it does not run), or the one at --endpoint; every
+    /// source, or the one --source names.
     Status(QueryArgs),
-    /// Show the last attempts with per-object outcomes (same agent as status).
+    /// Show the last attempts with per-object outcomes (same agent as status; every
+    /// source, or the one --source names).
     History(QueryArgs),
-    /// Hold the agent: it keeps polling and verifying but applies nothing until released.
+    /// Hold the agent (or one source with --source): it keeps polling and verifying but
+    /// applies nothing until released.
     Hold(HoldArgs),
-    /// Release a hold: the next poll applies the newest verified bundle.
+    /// Release a hold (every hold file, or the one of --source): the next poll applies the
+    /// newest verified bundle.
     Release(ReleaseArgs),
     /// Show what applying the newest verified bundle would do, changing nothing
-    /// (exit 0: nothing would change, 3: something would, 1: refused or would fail).
+    /// (exit 0: nothing would change, 3: something would, 1: refused or would fail); with
+    /// a `sources:` list, of every source or the one --source NAME names.
     Plan(Box<PlanArgs>),
 }
 
@@ -60,6 +66,9 @@ pub struct HoldArgs {
     /// Why (shown in status, metrics' logs and fleet reports).
     #[arg(long)]
     pub reason: String,
+    /// Hold only this source (its name); without it every source of the agent is held.
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: Output,
@@ -71,6 +80,9 @@ pub struct ReleaseArgs {
     /// The agent's state directory.
     #[arg(long, env = "DROVER_STATE_DIR")]
     pub state_dir: PathBuf,
+    /// Release only this source's own hold; without it every hold file is removed.
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: Output,
@@ -102,6 +114,9 @@ pub struct QueryArgs {
     /// history: show at most this many attempts (newest first).
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+    /// Only this source (its name; `default` for a single unnamed one).
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
 }
 
 /// Flags of `run`: the settings (each also a `--config` file field and a `DROVER_*`

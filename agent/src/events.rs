@@ -75,6 +75,24 @@ impl Event {
     pub fn failed(stage: &str, message: &str) -> Event {
         Event::new(true, "Failed", &action_of(stage), message.to_string())
     }
+
+    /// A verified new bundle waits for the sources it depends on (`what`: the attempt's
+    /// reason).
+    pub fn waiting(what: &str) -> Event {
+        Event::new(false, "Waiting", "DependsOn", what.to_string())
+    }
+
+    /// Objects of an applied bundle refused by the source's policy (`--allow-namespace`,
+    /// `--deny-kind`), named.
+    pub fn objects_refused(message: &str) -> Event {
+        Event::new(true, "Refused", "Plan", message.to_string())
+    }
+
+    /// The Event of source `name`: its note starts with `[name] ` (the agent's Events of
+    /// every source share one stream; the regarded state ConfigMap names the reference).
+    pub fn of_source(self, name: &str) -> Event {
+        Event { note: bounded(&format!("[{name}] {}", self.note)), ..self }
+    }
 }
 
 /// `Resolve`, `Apply`, ... for a pipeline stage name.

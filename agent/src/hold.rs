@@ -3,9 +3,11 @@
 //!
 //! - `drover-agent hold --state-dir DIR --reason TEXT` writes [`FILE`] into the state
 //!   directory (JSON `{reason, since}`, mode 0600, written to a temporary file and renamed
-//!   into place); `drover-agent release --state-dir DIR` removes it. The running agent
-//!   reads it on every poll (sled is locked by the agent; this file is not), relative to
-//!   the state directory ([`crate::statedir`]): not through a link, not blocking on a
+//!   into place): it holds every source of the agent; with `--source NAME` it writes
+//!   `hold-NAME.json` and holds that source only. `drover-agent release --state-dir DIR
+//!   [--source NAME]` removes it (without `--source`: every hold file). The running agent
+//!   reads them on every poll (sled is locked by the agent; these files are not), relative
+//!   to the state directory ([`crate::statedir`]): not through a link, not blocking on a
 //!   FIFO, at most [`MAX_FILE`] bytes — anything else there is an unreadable hold;
 //! - the kube target: the annotation [`ANN_HOLD`] (`drover.dev/hold: "<reason>"`) on the
 //!   agent's in-cluster state ConfigMap ([`Target::read_hold`]), for an operator who only
@@ -144,8 +146,12 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> HoldError + '_ {
     move |e| HoldError::Io { path: path.display().to_string(), message: e.to_string() }
 }
 
-fn file(dir: &Path) -> PathBuf {
-    dir.join(FILE)
+/// The name of the hold file of `source` in the state directory (None: of the whole agent).
+fn file_name(source: Option<&str>) -> String {
+    match source {
+        Some(name) => format!("hold-{name}.json"),
+        None => FILE.to_string(),
+    }
 }
 
 fn open(dir: &Path) -> Result<StateDir, HoldError> {
@@ -174,9 +180,10 @@ fn state_dir(dir: &Path) -> Result<(), HoldError> {
     Err(HoldError::NotStateDir { dir: dir.display().to_string(), hint })
 }
 
-/// `drover-agent hold`: writes the hold file (atomically, mode 0600). Holding again
-/// replaces the reason and keeps the first `since`.
-pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
+/// `drover-agent hold`: writes the hold file of `source` (None: of every source),
+/// atomically, mode 0600. Holding again replaces the reason and keeps the first `since`.
+/// The caller checks that `source` names one of the agent's sources.
+pub fn hold(dir: &Path, source: Option<&str>, reason: &str) -> Result<Hold, HoldError> {
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(HoldError::Reason("say why the agent is held (shown in status and fleet reports)".into()));
@@ -185,31 +192,49 @@ pub fn hold(dir: &Path, reason: &str) -> Result<Hold, HoldError> {
         return Err(HoldError::Reason(format!("at most {MAX_REASON} characters")));
     }
     state_dir(dir)?;
-    let since = match read_file(dir) {
+    let since = match read_file(dir, source) {
         Ok(Some(h)) => h.since,
         _ => drover_proto::time::now_rfc3339(),
     };
     let body = serde_json::to_vec_pretty(&FileHold { reason: reason.to_string(), since: since.clone() }).expect("hold serializes");
-    open(dir)?.replace(FILE, &body).map_err(io_err(&file(dir)))?;
+    let name = file_name(source);
+    open(dir)?.replace(&name, &body).map_err(io_err(&dir.join(&name)))?;
     Ok(Hold::new(reason.to_string(), since, HoldOrigin::File))
 }
 
-/// `drover-agent release`: removes the hold file; the hold it removed, if any.
-pub fn release(dir: &Path) -> Result<Option<Hold>, HoldError> {
+/// `drover-agent release`: removes the hold file of `source` (None: the agent-wide one);
+/// the hold it removed, if any.
+pub fn release(dir: &Path, source: Option<&str>) -> Result<Option<Hold>, HoldError> {
     state_dir(dir)?;
-    let held = read_file(dir).unwrap_or(None);
-    match open(dir)?.remove(FILE) {
+    let held = read_file(dir, source).unwrap_or(None);
+    let name = file_name(source);
+    match open(dir)?.remove(&name) {
         Ok(true) => Ok(held.or_else(|| Some(Hold::new(String::new(), String::new(), HoldOrigin::File)))),
         Ok(false) => Ok(None),
-        Err(e) => Err(io_err(&file(dir))(e)),
+        Err(e) => Err(io_err(&dir.join(&name))(e)),
     }
 }
 
-/// The hold file's hold, `None` when there is no hold file.
-pub fn read_file(dir: &Path) -> Result<Option<Hold>, HoldError> {
-    let path = file(dir);
+/// The sources with a hold file of their own in `dir` (`hold-NAME.json`), sorted.
+pub fn held_sources(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("hold-")?.strip_suffix(".json").map(str::to_string)))
+        .filter(|n| crate::config::source::valid_name(n))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The hold file's hold of `source` (None: the agent-wide one), `None` when there is no
+/// such hold file.
+pub fn read_file(dir: &Path, source: Option<&str>) -> Result<Option<Hold>, HoldError> {
+    let name = file_name(source);
+    let path = dir.join(&name);
     let corrupt = |message: String| HoldError::Corrupt { path: path.display().to_string(), message };
-    let data = match open(dir)?.read(FILE, MAX_FILE).map_err(io_err(&path))? {
+    let data = match open(dir)?.read(&name, MAX_FILE).map_err(io_err(&path))? {
         Found::Missing => return Ok(None),
         Found::Ours(d) => d,
         Found::TooLarge => return Err(corrupt(format!("larger than {MAX_FILE} bytes"))),
@@ -219,19 +244,21 @@ pub fn read_file(dir: &Path) -> Result<Option<Hold>, HoldError> {
     Ok(Some(Hold::new(h.reason, h.since, HoldOrigin::File)))
 }
 
-/// Reads the holds on every poll, and the apply windows. Remembers when it first saw an
-/// annotation hold, for its `since` when the ConfigMap does not tell.
+/// Reads the holds of one source on every poll, and its apply windows. Remembers when it
+/// first saw an annotation hold, for its `since` when the ConfigMap does not tell.
 #[derive(Debug, Default)]
 pub struct Gate {
     dir: Option<PathBuf>,
+    name: Option<String>,
     windows: Windows,
     seen: Option<(HoldOrigin, String)>,
 }
 
 impl Gate {
-    /// A gate reading the hold file in `state_dir` (and the target's hold).
-    pub fn new(state_dir: &Path) -> Self {
-        Gate { dir: Some(state_dir.to_path_buf()), windows: Windows::default(), seen: None }
+    /// A gate reading the hold files in `state_dir` (the agent's, then source `name`'s)
+    /// and the target's hold.
+    pub fn new(state_dir: &Path, name: &str) -> Self {
+        Gate { dir: Some(state_dir.to_path_buf()), name: Some(name.to_string()), windows: Windows::default(), seen: None }
     }
 
     /// The gate also holds new bundles while none of `windows` is open.
@@ -258,11 +285,16 @@ impl Gate {
         Some(hold)
     }
 
-    /// The hold in force for `source`, if any: the hold file first, then the target's.
-    /// A hold that cannot be read is a hold ([`HoldOrigin::Unreadable`]).
+    /// The hold in force for `source`, if any: the agent's hold file first, then the
+    /// source's, then the target's. A hold that cannot be read is a hold
+    /// ([`HoldOrigin::Unreadable`]).
     pub async fn check(&mut self, target: &dyn Target, source: &str) -> Option<Hold> {
         let from_file = match &self.dir {
-            Some(dir) => read_file(dir).map_err(|e| e.to_string()),
+            Some(dir) => match read_file(dir, None) {
+                Ok(None) => read_file(dir, self.name.as_deref()),
+                other => other,
+            }
+            .map_err(|e| e.to_string()),
             None => Ok(None),
         };
         let found = match from_file {
@@ -341,9 +373,11 @@ impl Held {
 }
 
 /// The hold shown by `drover-agent status` when no agent answers: the hold file of
-/// `state_dir`, waiting for the digest of the last attempt when it was held.
-pub fn offline(state_dir: Option<&Path>, state: &crate::record::SourceState) -> Option<Held> {
-    let hold = read_file(state_dir?).ok().flatten()?;
+/// `state_dir` (the agent's, else source `name`'s), waiting for the digest of the last
+/// attempt when it was held.
+pub fn offline(state_dir: Option<&Path>, name: &str, state: &crate::record::SourceState) -> Option<Held> {
+    let dir = state_dir?;
+    let hold = read_file(dir, None).ok().flatten().or_else(|| read_file(dir, Some(name)).ok().flatten())?;
     let waiting = state
         .last_attempt
         .as_ref()
@@ -359,18 +393,23 @@ mod tests {
     #[test]
     fn hold_release_round_trip() {
         let tmp = tempfile::tempdir().unwrap();
-        assert!(read_file(tmp.path()).unwrap().is_none());
-        assert!(hold(tmp.path(), "  ").is_err());
-        assert!(matches!(hold(tmp.path(), "x"), Err(HoldError::NotStateDir { .. })), "no database: not a state directory");
+        assert!(read_file(tmp.path(), None).unwrap().is_none());
+        assert!(hold(tmp.path(), None, "  ").is_err());
+        assert!(matches!(hold(tmp.path(), None, "x"), Err(HoldError::NotStateDir { .. })), "no database: not a state directory");
         crate::record::Store::open(tmp.path()).unwrap();
-        let h = hold(tmp.path(), "night shift").unwrap();
-        let again = hold(tmp.path(), "still the night shift").unwrap();
+        let h = hold(tmp.path(), None, "night shift").unwrap();
+        let again = hold(tmp.path(), None, "still the night shift").unwrap();
         assert_eq!(again.since, h.since, "holding again keeps since");
-        assert_eq!(read_file(tmp.path()).unwrap().unwrap().reason, "still the night shift");
-        assert!(release(tmp.path()).unwrap().is_some());
-        assert!(release(tmp.path()).unwrap().is_none());
+        assert_eq!(read_file(tmp.path(), None).unwrap().unwrap().reason, "still the night shift");
+        hold(tmp.path(), Some("team-a"), "team a only").unwrap();
+        assert_eq!(held_sources(tmp.path()), ["team-a"]);
+        assert_eq!(read_file(tmp.path(), Some("team-a")).unwrap().unwrap().reason, "team a only");
+        assert!(release(tmp.path(), None).unwrap().is_some());
+        assert!(release(tmp.path(), None).unwrap().is_none());
+        assert!(release(tmp.path(), Some("team-a")).unwrap().is_some());
+        assert!(held_sources(tmp.path()).is_empty());
         fs::write(tmp.path().join(FILE), "garbage").unwrap();
-        assert!(read_file(tmp.path()).unwrap_err().to_string().contains("not a hold file"));
-        assert!(hold(&tmp.path().join("nope"), "x").unwrap_err().to_string().contains("--state-dir"));
+        assert!(read_file(tmp.path(), None).unwrap_err().to_string().contains("not a hold file"));
+        assert!(hold(&tmp.path().join("nope"), None, "x").unwrap_err().to_string().contains("--state-dir"));
     }
 }

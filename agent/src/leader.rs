@@ -202,6 +202,12 @@ impl Election {
         *self.rx.borrow()
     }
 
+    /// A receiver of the leadership (`true` while this agent leads): every source's loop
+    /// waits on one.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.rx.clone()
+    }
+
     /// Returns once this agent holds the lease.
     pub async fn wait_leader(&mut self) {
         let _ = self.rx.wait_for(|l| *l).await;

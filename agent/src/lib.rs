@@ -7,9 +7,13 @@
 
 pub mod admit;
 pub mod apply;
+pub mod assemble;
 pub mod backlog;
 pub mod cli;
+pub mod commands;
 pub mod config;
+pub mod configured;
+pub mod depends;
 pub mod diff;
 pub mod drift;
 pub mod events;
@@ -36,6 +40,7 @@ pub mod refused;
 pub mod report;
 pub mod resolve;
 pub mod run;
+pub mod runner;
 pub mod serve;
 pub mod shared;
 pub mod stage;
@@ -52,9 +57,10 @@ use std::io::Write;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, RunArgs};
-use crate::config::{ConfigLayer, LogFormat, Settings};
+use crate::config::{ConfigFile, LogFormat, Settings};
 
-fn init_logs(format: LogFormat) {
+/// Starts logging to stderr in `format` (`DROVER_LOG` filters, default info).
+pub fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
     // Log lines carry registry and cluster text: cleaned on the way out, so no colours.
     let json = format == LogFormat::Json;
@@ -66,54 +72,6 @@ fn init_logs(format: LogFormat) {
         LogFormat::Json => b.json().init(),
         LogFormat::Text => b.init(),
     }
-}
-
-/// What `release` did: the hold file's hold it removed (`None`: there was none).
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Released {
-    /// The state directory.
-    pub state_dir: String,
-    /// The hold that was released.
-    pub released: Option<hold::Hold>,
-}
-
-/// `drover-agent plan`: prints the plan (or why it was refused); exit 0 nothing would
-/// change, 3 something would, 1 refused or would fail.
-async fn plan(args: cli::PlanArgs) -> anyhow::Result<i32> {
-    let cli::PlanArgs { config, settings, output } = args;
-    let file = match &config {
-        Some(p) => ConfigLayer::load(p)?,
-        None => ConfigLayer::default(),
-    };
-    let settings = Settings::merge(settings, file)?;
-    init_logs(settings.log_format);
-    // Interrupted: the plan (and with it the private copy of the state database) is
-    // dropped, which removes the copy.
-    let stop = run::terminated();
-    let planned = tokio::select! {
-        p = preview::plan(&settings) => p?,
-        _ = stop => {
-            let _ = writeln!(std::io::stderr(), "interrupted: nothing was changed; the private copy of the state database was removed");
-            return Ok(130);
-        }
-    };
-    Ok(match planned {
-        preview::Planned::Refused { stage, message } => {
-            let _ = writeln!(std::io::stderr(), "error: {stage}: {}", drover_proto::text::clean::lines(&message));
-            1
-        }
-        preview::Planned::Plan(p) => {
-            cli::emit(output, &p, || p.to_text())?;
-            if p.fails() {
-                1
-            } else if p.changes {
-                3
-            } else {
-                0
-            }
-        }
-    })
 }
 
 /// The whole program: parses the command line and runs it. Returns the exit code.
@@ -133,14 +91,14 @@ pub fn main_entry() -> i32 {
             Command::Run(args) => {
                 let RunArgs { config, settings, once } = *args;
                 let file = match &config {
-                    Some(p) => ConfigLayer::load(p)?,
-                    None => ConfigLayer::default(),
+                    Some(p) => ConfigFile::load(p)?,
+                    None => ConfigFile::default(),
                 };
                 let settings = Settings::merge(settings, file)?;
                 init_logs(settings.log_format);
                 run::run(settings, once).await
             }
-            Command::Plan(args) => plan(*args).await,
+            Command::Plan(args) => commands::plan(*args).await,
             Command::Status(q) => {
                 let st = query::status(&q).await?;
                 cli::emit(q.output, &st, || st.to_text())?;
@@ -154,25 +112,8 @@ pub fn main_entry() -> i32 {
                 cli::emit(q.output, &h.attempts, || query::history_text(&h.attempts))?;
                 Ok(0)
             }
-            Command::Hold(a) => {
-                let h = hold::hold(&a.state_dir, &a.reason)?;
-                cli::emit(a.output, &h, || {
-                    let dir = a.state_dir.display();
-                    format!(
-                        "held since {}: {}\nthe agent on {dir} applies nothing from its next poll on (it still polls, verifies and reports); `drover-agent release --state-dir {dir}` ends the hold\n",
-                        h.since, h.reason
-                    )
-                })?;
-                Ok(0)
-            }
-            Command::Release(a) => {
-                let r = Released { state_dir: a.state_dir.display().to_string(), released: hold::release(&a.state_dir)? };
-                cli::emit(a.output, &r, || match &r.released {
-                    Some(_) => format!("released: the agent on {} applies the newest verified bundle on its next poll\n", r.state_dir),
-                    None => format!("{} was not held by a hold file (a drover.dev/hold annotation is removed with kubectl)\n", r.state_dir),
-                })?;
-                Ok(0)
-            }
+            Command::Hold(a) => commands::hold(&a),
+            Command::Release(a) => commands::release(&a),
         }
     });
     match result {
@@ -181,6 +122,7 @@ pub fn main_entry() -> i32 {
             let _ = writeln!(std::io::stderr(), "error: {}", drover_proto::text::clean::lines(&format!("{e:#}")));
             // Usage and configuration errors are 2; everything else failed (1).
             let usage = e.downcast_ref::<config::ConfigError>().is_some()
+                || e.downcast_ref::<commands::Usage>().is_some()
                 || matches!(e.downcast_ref::<hold::HoldError>(), Some(hold::HoldError::NoStateDir(_) | hold::HoldError::NotStateDir { .. } | hold::HoldError::Reason(_)));
             if usage { 2 } else { 1 }
         }

@@ -1,4 +1,4 @@
-//! Stage 5, plan: the policy (allowed namespaces and cluster-scoped kinds, denied kinds;
+//! Stage 5, plan: the policy, object by object (allowed namespaces and cluster-scoped kinds, denied kinds;
 //! which kinds are cluster-scoped is learnt from the built-in table, the bundle's own CRDs
 //! and the target, see [`cluster_kinds`]), then the objects grouped in apply order ([`crate::order`]: Namespaces + CRDs, RBAC,
 //! ServiceAccounts, ConfigMaps/Secrets, the rest, webhooks last). The output is the
@@ -12,7 +12,7 @@ use drover_proto::object::{ObjectRef, BUILTIN_CLUSTER_SCOPED};
 
 use crate::order::{apply_stage, ApplyStage};
 use crate::stage::StageError;
-use crate::targets::{ApplyRequest, OrderGroup, PlannedObject, Target};
+use crate::targets::{Action, ApplyRequest, ObjectOutcome, OrderGroup, PlannedObject, Target};
 use crate::unpack::Unpacked;
 
 /// What bundles may contain.
@@ -97,8 +97,12 @@ pub fn check(policy: &Policy, known: &ClusterKinds, id: &ObjectRef) -> Result<()
     }
 }
 
-/// Checks the policy (`known`: from [`cluster_kinds`]) and orders the objects.
-pub fn plan(u: Unpacked, policy: &Policy, known: &ClusterKinds, source: &str, field_manager: &str) -> Result<ApplyRequest, StageError> {
+/// Checks each object against the policy (`known`: from [`cluster_kinds`]) and orders
+/// the allowed ones. An object the policy refuses is left out and returned as a
+/// [`Action::Refused`] outcome naming it and the rule: the rest of the bundle is applied
+/// (one tenant's stray object never blocks its other objects), the refused ones never
+/// reach the target.
+pub fn plan(u: Unpacked, policy: &Policy, known: &ClusterKinds, source: &str, field_manager: &str) -> Result<(ApplyRequest, Vec<ObjectOutcome>), StageError> {
     // Each group's list is allocated once at its final size (grown by doubling, 10,000
     // objects briefly took twice their room).
     let mut sizes: BTreeMap<ApplyStage, usize> = BTreeMap::new();
@@ -106,18 +110,24 @@ pub fn plan(u: Unpacked, policy: &Policy, known: &ClusterKinds, source: &str, fi
         *sizes.entry(apply_stage(&o.id)).or_default() += 1;
     }
     let mut groups: BTreeMap<ApplyStage, Vec<PlannedObject>> = sizes.into_iter().map(|(s, n)| (s, Vec::with_capacity(n))).collect();
+    let mut refused = Vec::new();
     for o in u.objects {
-        check(policy, known, &o.id).map_err(|m| StageError::Rejected { reason: "policy", message: format!("{}: {m}", u.digest) })?;
+        if let Err(m) = check(policy, known, &o.id) {
+            refused.push(ObjectOutcome::with(o.id, Action::Refused, format!("refused by policy: {m}")));
+            continue;
+        }
         let po = PlannedObject { id: o.id, path: o.path, yaml: Arc::new(o.yaml) };
         groups.entry(apply_stage(&po.id)).or_default().push(po);
     }
-    Ok(ApplyRequest {
+    groups.retain(|_, objects| !objects.is_empty());
+    let req = ApplyRequest {
         source: source.to_string(),
         digest: u.digest,
         sequence: u.sequence,
         field_manager: field_manager.to_string(),
         groups: groups.into_iter().map(|(stage, objects)| OrderGroup { stage, objects }).collect(),
-    })
+    };
+    Ok((req, refused))
 }
 
 #[cfg(test)]

@@ -16,22 +16,24 @@
 //! also raised by the target's record ([`crate::recall`]), read only.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Context;
 use serde::Serialize;
 
 use crate::admit::Admission;
-use crate::config::{Settings, TargetSpec};
+use crate::assemble::Clients;
+use crate::config::{Settings, SourceSettings};
 use crate::record::Store;
 use crate::resolve::Source;
-use crate::targets::{ObjectPlan, PlanAction, Target};
+use crate::targets::{ObjectPlan, PlanAction};
 use crate::verify::Expectations;
 
 /// What `plan` found.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanReport {
+    /// The source's name.
+    pub name: String,
     /// The source.
     pub source: String,
     /// The target.
@@ -143,92 +145,107 @@ fn copy_db(state_dir: &Path, into: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens the target for reading only.
-async fn target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
-    match &settings.target {
-        TargetSpec::Dir(p) => Ok(Arc::new(crate::targets::dir::DirTarget::at(p))),
-        TargetSpec::Kube => crate::run::open_target(settings).await,
-    }
+/// What `plan` needs once for every source it plans: the private copy of the state
+/// database (removed when this is dropped) and the clients.
+pub struct Session {
+    store: Store,
+    clients: Clients,
+    _copy: tempfile::TempDir,
 }
 
-/// Plans the newest bundle of `settings.source` on its target.
-pub async fn plan(settings: &Settings) -> anyhow::Result<Planned> {
-    let trust = crate::run::trust(settings)?;
-    let fingerprint = trust.fingerprint();
-    let copy = private_copy()?;
-    copy_db(&settings.state_dir, copy.path())?;
-    let store = Store::open(copy.path()).context("reading the copy of the state database")?;
-    let client = crate::run::registry_client(settings)?;
-    let mut source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
-    let target = target(settings).await?;
-    let (state, note) = crate::recall::recall(target.as_ref(), store.source(&settings.source)?).await;
-    let refused = |stage: &'static str| move |e: crate::stage::StageError| Planned::Refused { stage, message: e.message().to_string() };
-    let digest = match crate::resolve::resolve(&mut source).await {
-        Ok(d) => d,
-        Err(e) => return Ok(refused("resolve")(e)),
-    };
-    let expect = Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() };
-    let admission = Admission { source: &source, store: &store, trust: &trust, fingerprint: &fingerprint, expect: &expect, state: &state };
-    let verified = match admission.admit(&digest).await {
-        Ok(a) => a.verified,
-        Err(stop) => return Ok(Planned::Refused { stage: stop.stage, message: stop.error.message().to_string() }),
-    };
-    let allow_mass_prune = verified.bundle.config.allow_mass_prune;
-    let unpacked = match crate::unpack::unpack(verified) {
-        Ok(u) => u,
-        Err(e) => return Ok(refused("unpack")(e)),
-    };
-    let policy = crate::run::policy(settings);
-    let known = match crate::plan::cluster_kinds(target.as_ref(), &unpacked, &policy).await {
-        Ok(k) => k,
-        Err(e) => return Ok(refused("plan")(e)),
-    };
-    let req = match crate::plan::plan(unpacked, &policy, &known, &settings.source, &settings.field_manager) {
-        Ok(r) => r,
-        Err(e) => return Ok(refused("plan")(e)),
-    };
-    let mut objects = target.plan_apply(&req).await.context("planning the apply")?;
-    for o in &mut objects {
-        o.message = crate::apply::mask_secret_messages(&req, &o.object, &o.message);
+impl Session {
+    /// Copies the state database of `settings` and connects the clients.
+    pub async fn open(settings: &Settings) -> anyhow::Result<Session> {
+        let copy = private_copy()?;
+        copy_db(&settings.state_dir, copy.path())?;
+        let store = Store::open(copy.path()).context("reading the copy of the state database")?;
+        let clients = Clients::new(settings, true).await?;
+        Ok(Session { store, clients, _copy: copy })
     }
-    let mut notes: Vec<String> = note.into_iter().collect();
-    let namespaces: Vec<_> = crate::prune::candidates(&state.inventory, &req).into_iter().filter(crate::prune::is_namespace).collect();
-    let contents = if namespaces.is_empty() { Vec::new() } else { target.namespace_contents(&namespaces).await };
-    let decision = crate::prune::decide(&state.inventory, &req, &contents, settings.max_prune_ratio, allow_mass_prune);
-    for h in decision.held {
-        objects.push(ObjectPlan::with(h.object, PlanAction::PruneRefused, h.message));
-    }
-    match decision.decision {
-        crate::prune::Decision::Nothing => {}
-        crate::prune::Decision::Refused { candidates, message } => {
-            objects.extend(candidates.into_iter().map(|c| ObjectPlan::with(c, PlanAction::PruneRefused, "prune safety valve")));
-            notes.push(message);
+
+    /// Plans the newest bundle of source `s` on its target.
+    pub async fn plan(&mut self, settings: &Settings, s: &SourceSettings) -> anyhow::Result<Planned> {
+        let trust = crate::assemble::trust(s)?;
+        let fingerprint = trust.fingerprint();
+        let client = self.clients.registry(s)?;
+        let mut source = Source::open(&s.source, &s.reference, &client).with_context(|| format!("source {}", s.source))?;
+        let target = self.clients.target(settings, s, true)?;
+        let store = &self.store;
+        let (state, note) = crate::recall::recall(target.as_ref(), store.source(&s.source)?).await;
+        let refused = |stage: &'static str| move |e: crate::stage::StageError| Planned::Refused { stage, message: e.message().to_string() };
+        let digest = match crate::resolve::resolve(&mut source).await {
+            Ok(d) => d,
+            Err(e) => return Ok(refused("resolve")(e)),
+        };
+        let expect = Expectations { cluster_type: s.expect_cluster_type.clone(), environment: s.expect_environment.clone() };
+        let admission = Admission { source: &source, store, trust: &trust, fingerprint: &fingerprint, expect: &expect, state: &state };
+        let verified = match admission.admit(&digest).await {
+            Ok(a) => a.verified,
+            Err(stop) => return Ok(Planned::Refused { stage: stop.stage, message: stop.error.message().to_string() }),
+        };
+        let allow_mass_prune = verified.bundle.config.allow_mass_prune;
+        let unpacked = match crate::unpack::unpack(verified) {
+            Ok(u) => u,
+            Err(e) => return Ok(refused("unpack")(e)),
+        };
+        let policy = crate::assemble::policy(s);
+        let known = match crate::plan::cluster_kinds(target.as_ref(), &unpacked, &policy).await {
+            Ok(k) => k,
+            Err(e) => return Ok(refused("plan")(e)),
+        };
+        let (req, refused_objects) = match crate::plan::plan(unpacked, &policy, &known, &s.source, &s.field_manager) {
+            Ok(r) => r,
+            Err(e) => return Ok(refused("plan")(e)),
+        };
+        let mut objects: Vec<ObjectPlan> = refused_objects.into_iter().map(|o| ObjectPlan::with(o.object, PlanAction::Refused, o.message)).collect();
+        let mut applied = target.plan_apply(&req).await.context("planning the apply")?;
+        for o in &mut applied {
+            o.message = crate::apply::mask_secret_messages(&req, &o.object, &o.message);
         }
-        crate::prune::Decision::Prune(preq) => {
-            objects.extend(target.plan_prune(&preq).await.context("planning the prune")?);
+        objects.extend(applied);
+        let refused_keys: std::collections::BTreeSet<_> = objects.iter().filter(|o| o.action == PlanAction::Refused).map(|o| o.object.key()).collect();
+        let previous: Vec<_> = state.inventory.iter().filter(|o| !refused_keys.contains(&o.key())).cloned().collect();
+        let mut notes: Vec<String> = note.into_iter().collect();
+        let namespaces: Vec<_> = crate::prune::candidates(&previous, &req).into_iter().filter(crate::prune::is_namespace).collect();
+        let contents = if namespaces.is_empty() { Vec::new() } else { target.namespace_contents(&namespaces).await };
+        let decision = crate::prune::decide(&previous, &req, &contents, s.max_prune_ratio, allow_mass_prune);
+        for h in decision.held {
+            objects.push(ObjectPlan::with(h.object, PlanAction::PruneRefused, h.message));
         }
+        match decision.decision {
+            crate::prune::Decision::Nothing => {}
+            crate::prune::Decision::Refused { candidates, message } => {
+                objects.extend(candidates.into_iter().map(|c| ObjectPlan::with(c, PlanAction::PruneRefused, "prune safety valve")));
+                notes.push(message);
+            }
+            crate::prune::Decision::Prune(preq) => {
+                objects.extend(target.plan_prune(&preq).await.context("planning the prune")?);
+            }
+        }
+        let mut summary = std::collections::BTreeMap::new();
+        for o in &objects {
+            let name = serde_json::to_value(o.action).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            *summary.entry(name).or_insert(0) += 1;
+        }
+        Ok(Planned::Plan(PlanReport {
+            name: s.name.clone(),
+            source: s.source.clone(),
+            target: target.describe(),
+            digest: req.digest.clone(),
+            sequence: req.sequence,
+            applied_digest: state.applied_digest.clone(),
+            applied_sequence: state.applied_sequence,
+            changes: objects.iter().any(|o| o.action.changes()),
+            summary,
+            objects,
+            notes,
+        }))
     }
-    let mut summary = std::collections::BTreeMap::new();
-    for o in &objects {
-        let name = serde_json::to_value(o.action).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-        *summary.entry(name).or_insert(0) += 1;
-    }
-    Ok(Planned::Plan(PlanReport {
-        source: settings.source.clone(),
-        target: target.describe(),
-        digest: req.digest.clone(),
-        sequence: req.sequence,
-        applied_digest: state.applied_digest.clone(),
-        applied_sequence: state.applied_sequence,
-        changes: objects.iter().any(|o| o.action.changes()),
-        summary,
-        objects,
-        notes,
-    }))
 }
 
 impl PlanReport {
-    /// True when some object would fail.
+    /// True when some object would fail (a refused object does not: the rest would be
+    /// applied, as `run` does).
     pub fn fails(&self) -> bool {
         self.objects.iter().any(|o| o.action == PlanAction::Failed)
     }

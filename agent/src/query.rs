@@ -5,7 +5,8 @@
 //! for DIR's agent, so a process that binds the port a crashed agent used is never shown
 //! in its place. `--endpoint URL` asks an agent's HTTP port instead (a remote agent,
 //! `kubectl port-forward`); an answer for another state directory than the one given is
-//! not shown in its place. Every answer is read to a bound.
+//! not shown in its place. Every answer is read to a bound. Both cover every source of
+//! the agent, or the one `--source NAME` names.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,8 +15,8 @@ use anyhow::{bail, Context};
 
 use crate::cli::QueryArgs;
 use crate::local::{self, Answer};
-use crate::record::{Attempt, Store};
-use crate::status::Status;
+use crate::record::{Attempt, SourceState, Store};
+use crate::status::{SourceStatus, Status};
 
 /// Largest `/status` answer read.
 const MAX_STATUS: usize = 4 << 20;
@@ -64,6 +65,11 @@ fn parse_status(body: &str, from: &str) -> anyhow::Result<Status> {
 }
 
 async fn locate(args: &QueryArgs) -> anyhow::Result<Source> {
+    if let Some(name) = &args.source {
+        if !crate::config::source::valid_name(name) {
+            return Err(crate::commands::Usage(format!("--source {name:?} is not a source name (1-63 of a-z, 0-9 and '-')")).into());
+        }
+    }
     let wanted = args.state_dir.as_deref();
     let Some(endpoint) = &args.endpoint else {
         let Some(dir) = wanted else {
@@ -87,7 +93,8 @@ async fn locate(args: &QueryArgs) -> anyhow::Result<Source> {
             match wanted {
                 Some(dir) if canonical(dir) != Path::new(&status.state_dir) => {
                     let serves = if status.state_dir.is_empty() { "another state directory".to_string() } else { status.state_dir.clone() };
-                    let notice = format!("the agent at {endpoint} serves {serves} (source {}), not this state directory", status.source);
+                    let polled: Vec<&str> = status.sources.iter().map(|s| s.source.as_str()).collect();
+                    let notice = format!("the agent at {endpoint} serves {serves} (source {}), not this state directory", polled.join(", "));
                     Ok(Source::Directory { dir: dir.to_path_buf(), notice: Some(notice) })
                 }
                 _ => Ok(Source::Agent { via: Via::Endpoint(endpoint.clone()), status: Box::new(status) }),
@@ -111,29 +118,48 @@ fn open_store(dir: &Path, notice: Option<&str>) -> anyhow::Result<Store> {
     })
 }
 
-/// `drover-agent status`: the status of the agent the user named.
+/// `drover-agent status`: the status of the agent the user named (with `--source NAME`,
+/// of that source only).
 pub async fn status(args: &QueryArgs) -> anyhow::Result<Status> {
-    match locate(args).await? {
-        Source::Agent { via: Via::Endpoint(endpoint), status } => Ok(Status { endpoint: Some(endpoint), ..*status }),
-        Source::Agent { via: Via::Local(_), status } => Ok(Status { endpoint: None, ..*status }),
+    let st = match locate(args).await? {
+        Source::Agent { via: Via::Endpoint(endpoint), status } => Status { endpoint: Some(endpoint), ..*status },
+        Source::Agent { via: Via::Local(_), status } => Status { endpoint: None, ..*status },
         Source::Directory { dir, notice } => {
             let store = open_store(&dir, notice.as_deref())?;
-            let mut st = Status { role: "single".into(), state_dir: canonical(&dir).display().to_string(), notice, ..Default::default() };
-            // One agent polls one source; after a reconfiguration show the one attempted
-            // last (history ids increase; timestamps tie within a second).
-            let latest = store.history(1)?.pop().map(|a| a.source);
-            let state = match latest {
-                Some(source) => store.source(&source)?,
-                None => match store.sources()?.pop() {
-                    Some(s) => s,
-                    None => bail!("the database in {} records no source yet", dir.display()),
-                },
-            };
-            st.set_state(&state);
-            st.held = crate::hold::offline(Some(&dir), &state);
-            Ok(st)
+            let sources = offline_sources(&store, &dir)?;
+            Status { role: "single".into(), state_dir: canonical(&dir).display().to_string(), notice, sources, ..Default::default() }
         }
+    };
+    match &args.source {
+        Some(name) => st.only(name).map_err(|e| crate::commands::Usage(e).into()),
+        None => Ok(st),
     }
+}
+
+/// The sources of the database in `dir`, read directly: those the agent recorded it runs
+/// with ([`crate::configured`]), in its order; for a database of an agent before named
+/// sources, the one attempted last (one agent polled one source; after a reconfiguration
+/// the newest: history ids increase, timestamps tie within a second).
+fn offline_sources(store: &Store, dir: &Path) -> anyhow::Result<Vec<SourceStatus>> {
+    let shown = |name: &str, depends_on: Vec<String>, state: SourceState| {
+        let mut st = SourceStatus { name: name.to_string(), depends_on, ..Default::default() };
+        st.set_state(&state);
+        st.held = crate::hold::offline(Some(dir), name, &state);
+        st
+    };
+    if let Some(list) = crate::configured::read(dir) {
+        return list.into_iter().map(|c| Ok(shown(&c.name, c.depends_on, store.source(&c.source)?))).collect();
+    }
+    let latest = store.history(1)?.pop().map(|a| a.source);
+    let state = match latest {
+        Some(source) => store.source(&source)?,
+        None => match store.sources()?.pop() {
+            Some(s) => s,
+            None => bail!("the database in {} records no source yet", dir.display()),
+        },
+    };
+    let name = if state.name.is_empty() { crate::config::DEFAULT_NAME.to_string() } else { state.name.clone() };
+    Ok(vec![shown(&name, Vec::new(), state)])
 }
 
 /// What `history` found: the attempts, and why they were read from the state directory
@@ -145,11 +171,16 @@ pub struct History {
     pub notice: Option<String>,
 }
 
-/// `drover-agent history`: the last attempts of the agent the user named (newest first).
+/// `drover-agent history`: the last attempts of the agent the user named (newest first;
+/// with `--source NAME`, of that source only).
 pub async fn history(args: &QueryArgs) -> anyhow::Result<History> {
     match locate(args).await? {
-        Source::Agent { via, .. } => {
-            let path = format!("/history?limit={}", args.limit);
+        Source::Agent { via, status } => {
+            let mut path = format!("/history?limit={}", args.limit);
+            if let Some(name) = &args.source {
+                status.only(name).map_err(crate::commands::Usage)?;
+                path += &format!("&source={name}");
+            }
             let (body, from) = match via {
                 Via::Endpoint(endpoint) => match ask_endpoint(&endpoint, &path, MAX_HISTORY).await {
                     Some(Ok(body)) => (body, format!("{endpoint}/history")),
@@ -166,19 +197,40 @@ pub async fn history(args: &QueryArgs) -> anyhow::Result<History> {
             Ok(History { attempts, notice: None })
         }
         Source::Directory { dir, notice } => {
-            let attempts = open_store(&dir, notice.as_deref())?.history(args.limit)?;
+            let store = open_store(&dir, notice.as_deref())?;
+            let attempts = match &args.source {
+                Some(name) => {
+                    let sources = offline_sources(&store, &dir)?;
+                    let Some(s) = sources.iter().find(|s| &s.name == name) else {
+                        let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+                        return Err(crate::commands::Usage(format!("no source is named {name:?}; the sources of {} are: {}", dir.display(), names.join(", "))).into());
+                    };
+                    store.history_of(std::slice::from_ref(&s.source), args.limit)?
+                }
+                None => store.history(args.limit)?,
+            };
             Ok(History { attempts, notice: notice.map(|n| format!("{n}; read {}", dir.display())) })
         }
     }
 }
 
-/// The history as a table, newest first.
+/// The history as a table, newest first; with attempts of several sources, a SOURCE
+/// column names each one's source.
 pub fn history_text(attempts: &[Attempt]) -> String {
-    let mut out = format!("{:<21} {:<9} {:>8} {:<19} {:>7}  REASON\n", "AT", "RESULT", "SEQUENCE", "DIGEST", "OBJECTS");
+    let several = attempts.iter().any(|a| a.source != attempts[0].source);
+    let mut out = String::new();
+    if several {
+        out += &format!("{:<16} ", "SOURCE");
+    }
+    out += &format!("{:<21} {:<9} {:>8} {:<19} {:>7}  REASON\n", "AT", "RESULT", "SEQUENCE", "DIGEST", "OBJECTS");
     for a in attempts {
         let s = &a.summary;
         let digest = s.digest.as_deref().map(|d| d.chars().take(19).collect::<String>()).unwrap_or_else(|| "-".into());
         let seq = s.sequence.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+        if several {
+            let name = if a.name.is_empty() { crate::config::DEFAULT_NAME } else { a.name.as_str() };
+            out += &format!("{name:<16} ");
+        }
         out += &format!("{:<21} {:<9} {:>8} {:<19} {:>7}  {}\n", s.at, s.result, seq, digest, a.objects.len(), s.reason);
     }
     out

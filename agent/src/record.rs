@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::private;
 use crate::targets::{Health, ObjectHealth, ObjectOutcome};
 
-/// Attempts kept in the history.
+/// Attempts kept in the history of each source.
 pub const HISTORY_CAP: usize = 100;
 /// sled page cache (its default is 1 GiB; the agent's memory budget is ~20 MiB).
 const CACHE_CAPACITY: u64 = 2 << 20;
@@ -59,12 +59,15 @@ pub enum AttemptResult {
     /// The agent is held ([`crate::hold`]): the verified bundle (or the due resync) was
     /// not applied; nothing changed on the target.
     Held,
+    /// The verified new bundle waits for the sources this one depends on (`dependsOn`,
+    /// [`crate::depends`]) to be applied and Healthy; nothing changed on the target.
+    Waiting,
 }
 
 impl AttemptResult {
     /// Every result (the label values of `drover_polls_total`).
-    pub const ALL: [AttemptResult; 5] =
-        [AttemptResult::Applied, AttemptResult::Unchanged, AttemptResult::Rejected, AttemptResult::Failed, AttemptResult::Held];
+    pub const ALL: [AttemptResult; 6] =
+        [AttemptResult::Applied, AttemptResult::Unchanged, AttemptResult::Rejected, AttemptResult::Failed, AttemptResult::Held, AttemptResult::Waiting];
 }
 
 impl std::fmt::Display for AttemptResult {
@@ -101,6 +104,9 @@ pub struct Attempt {
     pub id: u64,
     /// Source reference.
     pub source: String,
+    /// The source's name (absent in records of agents before named sources).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
     /// Digest, sequence, result, reason, time.
     #[serde(flatten)]
     pub summary: AttemptSummary,
@@ -135,6 +141,7 @@ impl Attempt {
         Attempt {
             id: 0,
             source: source.to_string(),
+            name: String::new(),
             summary,
             stage: stage.into(),
             resync,
@@ -154,6 +161,9 @@ impl Attempt {
 pub struct SourceState {
     /// Source reference.
     pub source: String,
+    /// The source's name (absent in records of agents before named sources).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
     /// Applied manifest digest.
     pub applied_digest: Option<String>,
     /// Applied sequence (anti-rollback floor).
@@ -179,6 +189,10 @@ pub struct SourceState {
     /// docs/kubernetes.md "Which schema"), as of the last recorded attempt.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schemas: Vec<crate::targets::KindSchema>,
+    /// The verified new bundle that waits for the sources this one depends on, as of the
+    /// last poll ([`crate::depends`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::depends::Waiting>,
 }
 
 /// A verified bundle's blobs, for offline re-apply.
@@ -199,7 +213,25 @@ struct Db {
     db: sled::Db,
     sources: sled::Tree,
     cache: sled::Tree,
-    history: sled::Tree,
+    /// Attempts keyed `SOURCE \0 ID` (big-endian): each source's history in order, capped
+    /// per source, so one source's attempts never push out another's.
+    attempts: sled::Tree,
+}
+
+/// The key of attempt `id` of `source` (and, without the id, the prefix of its history).
+fn attempt_key(source: &str, id: Option<u64>) -> Vec<u8> {
+    let mut k = Vec::with_capacity(source.len() + 9);
+    k.extend_from_slice(source.as_bytes());
+    k.push(0);
+    if let Some(id) = id {
+        k.extend_from_slice(&id.to_be_bytes());
+    }
+    k
+}
+
+/// The id at the end of an attempt key.
+fn attempt_id(key: &[u8]) -> u64 {
+    key.len().checked_sub(8).and_then(|i| key[i..].try_into().ok()).map(u64::from_be_bytes).unwrap_or(0)
 }
 
 impl Db {
@@ -207,8 +239,27 @@ impl Db {
         let db = sled::Config::new().path(path).cache_capacity(CACHE_CAPACITY).mode(sled::Mode::LowSpace).open()?;
         let sources = db.open_tree("sources")?;
         let cache = db.open_tree("cache")?;
-        let history = db.open_tree("history")?;
-        Ok(Db { db, sources, cache, history })
+        let attempts = db.open_tree("attempts")?;
+        let d = Db { db, sources, cache, attempts };
+        d.migrate_history()?;
+        Ok(d)
+    }
+
+    /// Moves the one history of agents before per-source histories (tree `history`, keyed
+    /// by id) into `attempts`; an entry that does not parse is dropped.
+    fn migrate_history(&self) -> Result<(), sled::Error> {
+        if !self.db.tree_names().iter().any(|n| n.as_ref() == b"history") {
+            return Ok(());
+        }
+        let old = self.db.open_tree("history")?;
+        for kv in old.iter() {
+            let (k, v) = kv?;
+            let Ok(a) = serde_json::from_slice::<Attempt>(&v) else { continue };
+            self.attempts.insert(attempt_key(&a.source, Some(attempt_id(&k))), v)?;
+        }
+        self.db.drop_tree("history")?;
+        self.db.flush()?;
+        Ok(())
     }
 }
 
@@ -360,26 +411,42 @@ impl Store {
             for a in attempts {
                 let a = Attempt { id: db.db.generate_id().map_err(|e| self.err(e))?, ..a.clone() };
                 let v = serde_json::to_vec(&a).expect("attempt serializes");
-                db.history.insert(a.id.to_be_bytes(), v).map_err(|e| self.err(e))?;
+                db.attempts.insert(attempt_key(&a.source, Some(a.id)), v).map_err(|e| self.err(e))?;
             }
-            while db.history.len() > HISTORY_CAP {
-                if db.history.pop_min().map_err(|e| self.err(e))?.is_none() {
-                    break;
-                }
+            let prefix = attempt_key(&state.source, None);
+            let kept = db.attempts.scan_prefix(&prefix).keys().count();
+            for k in db.attempts.scan_prefix(&prefix).keys().take(kept.saturating_sub(HISTORY_CAP)) {
+                db.attempts.remove(k.map_err(|e| self.err(e))?).map_err(|e| self.err(e))?;
             }
             Ok(())
         })
     }
 
-    /// The newest `limit` attempts, newest first.
+    /// The newest `limit` attempts of every source, newest first.
     pub fn history(&self, limit: usize) -> Result<Vec<Attempt>, RecordError> {
+        let sources: Vec<String> = self.read(|db| {
+            db.sources.iter().keys().map(|k| k.map(|k| String::from_utf8_lossy(&k).into_owned()).map_err(|e| self.err(e))).collect()
+        })?;
+        self.history_of(&sources, limit)
+    }
+
+    /// The newest `limit` attempts of `sources` (references), newest first.
+    pub fn history_of(&self, sources: &[String], limit: usize) -> Result<Vec<Attempt>, RecordError> {
         self.read(|db| {
-            let mut out = Vec::new();
-            for kv in db.history.iter().rev().take(limit) {
-                let (_, v) = kv.map_err(|e| self.err(e))?;
-                out.push(serde_json::from_slice(&v).map_err(|e| self.corrupt("a history entry".into(), e))?);
+            // Each source's newest `limit` entries (not parsed yet), merged by id.
+            let mut found: Vec<(u64, sled::IVec)> = Vec::new();
+            for source in sources {
+                for kv in db.attempts.scan_prefix(attempt_key(source, None)).rev().take(limit) {
+                    let (k, v) = kv.map_err(|e| self.err(e))?;
+                    found.push((attempt_id(&k), v));
+                }
             }
-            Ok(out)
+            found.sort_by_key(|f| std::cmp::Reverse(f.0));
+            found
+                .into_iter()
+                .take(limit)
+                .map(|(_, v)| serde_json::from_slice(&v).map_err(|e| self.corrupt("a history entry".into(), e)))
+                .collect()
         })
     }
 
@@ -439,6 +506,44 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn attempt(source: &str, reason: &str) -> Attempt {
+        let summary = AttemptSummary { digest: None, sequence: None, result: AttemptResult::Failed, reason: reason.into(), at: String::new(), writes: None };
+        Attempt::plain(source, summary, "resolve", false)
+    }
+
+    #[test]
+    fn each_source_keeps_its_own_hundred_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let state = |s: &str| SourceState { source: s.into(), ..Default::default() };
+        store.record(&state("quiet"), &[attempt("quiet", "q0")]).unwrap();
+        let noisy: Vec<Attempt> = (0..250).map(|i| attempt("noisy", &format!("n{i}"))).collect();
+        store.record(&state("noisy"), &noisy).unwrap();
+        assert_eq!(store.history_of(&["quiet".into()], 10).unwrap()[0].summary.reason, "q0", "not pushed out by another source");
+        let n = store.history_of(&["noisy".into()], 1000).unwrap();
+        assert_eq!((n.len(), n[0].summary.reason.as_str()), (HISTORY_CAP, "n249"));
+        let all = store.history(3).unwrap();
+        assert_eq!(all.iter().map(|a| a.summary.reason.as_str()).collect::<Vec<_>>(), ["n249", "n248", "n247"], "newest first across sources");
+    }
+
+    #[test]
+    fn the_history_of_an_older_agent_is_moved_per_source() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::Config::new().path(dir.path().join(DB_DIR)).open().unwrap();
+            let old = db.open_tree("history").unwrap();
+            for (id, src) in [(1u64, "a"), (2, "b"), (3, "a")] {
+                let a = Attempt { id, ..attempt(src, &format!("{src}{id}")) };
+                old.insert(id.to_be_bytes(), serde_json::to_vec(&a).unwrap()).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let a = store.history_of(&["a".into()], 10).unwrap();
+        assert_eq!(a.iter().map(|x| x.id).collect::<Vec<_>>(), [3, 1]);
+        assert_eq!(store.history_of(&["b".into()], 10).unwrap().len(), 1);
+    }
 
     #[test]
     fn a_corrupt_record_keeps_the_parser_message_and_says_how_to_recover() {

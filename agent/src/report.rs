@@ -148,7 +148,12 @@ impl Reporter {
 
     /// The cluster's report key: reports are written from now on.
     pub fn set_key(&mut self, key: PrivateKey) {
-        self.key = Some(Arc::new(key));
+        self.set_shared_key(Arc::new(key));
+    }
+
+    /// Like [`Reporter::set_key`] with the key every source's reporter shares.
+    pub fn set_shared_key(&mut self, key: Arc<PrivateKey>) {
+        self.key = Some(key);
         self.key_failed = None;
     }
 

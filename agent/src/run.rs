@@ -1,7 +1,9 @@
-//! `drover-agent run`: builds the pipeline from the settings, serves HTTP, and loops:
-//! poll every interval (with jitter), back off exponentially (with jitter) while the
-//! source is unreachable, and on SIGTERM finish or abandon the current stage, flush
-//! the database and exit 0.
+//! `drover-agent run`: one process for every source. It builds what the sources share
+//! once — the state database, the registry and Kubernetes clients ([`crate::assemble`]),
+//! one HTTP server, one leader election, the metrics registry, the readiness board of
+//! `dependsOn` — and one pipeline per source, each driven by its own loop
+//! ([`crate::runner`]). On SIGTERM every source finishes or abandons its current stage,
+//! the database is flushed and the agent exits 0.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,83 +11,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use drover_proto::registry::{RegistryClient, RegistryOptions};
-use drover_proto::trust::TrustPolicy;
-use rand::Rng;
+use drover_proto::registry::RegistryClient;
 
-use crate::config::{Settings, TargetSpec, DEFAULT_LISTEN};
+use crate::assemble::Clients;
+use crate::config::{Settings, SourceSettings, TargetSpec, DEFAULT_LISTEN};
+use crate::depends::Board;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
-use crate::shared::Shared;
-use crate::plan::Policy;
-use crate::statedir::StateDir;
-use crate::record::{AttemptResult, Store};
+use crate::record::Store;
 use crate::report::{Observed, Reporter};
 use crate::resolve::Source;
-use crate::status::Status;
-use crate::targets::Target;
-use crate::verify::{Expectations, Trust};
+use crate::runner::{Control, ReportKey, Runner};
+use crate::shared::{Shared, SourceShared};
+use crate::statedir::StateDir;
+use crate::status::SourceStatus;
+use crate::verify::Expectations;
 
-/// Opens the configured target.
-pub async fn open_target(settings: &Settings) -> anyhow::Result<Arc<dyn Target>> {
-    match &settings.target {
-        TargetSpec::Dir(p) => Ok(Arc::new(crate::targets::dir::DirTarget::open(p).with_context(|| format!("target dir:{}", p.display()))?)),
-        TargetSpec::Kube => {
-            use crate::targets::kube::{retry::RetryPolicy, KubeOptions, KubeTarget};
-            let opts = KubeOptions {
-                force: !settings.no_force,
-                concurrency: settings.apply_concurrency,
-                impersonate: settings.service_account.as_ref().map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}")),
-                state_namespace: settings.agent_namespace.clone(),
-                retry: RetryPolicy { request_timeout: settings.api_timeout, ..RetryPolicy::default() },
-                ..KubeOptions::default()
-            };
-            let target = KubeTarget::connect(opts).await.context("target kube")?;
-            check_state_namespace(&target, &settings.agent_namespace).await?;
-            Ok(Arc::new(target))
-        }
-    }
-}
-
-/// Refuses to start when the agent's namespace is the default `drover-system`
-/// (POD_NAMESPACE unset) and does not exist: its anti-rollback floor could never be kept
-/// in the cluster, and a new leader would replay an older signed bundle. With
-/// `POD_NAMESPACE` set (in a pod, the downward API names the namespace the pod runs in) no
-/// request is made; a namespace that is missing then shows as a failed write, a warning
-/// as every transient write failure. A check that cannot tell (no `get` on namespaces,
-/// the API server unreachable) is a warning too.
-async fn check_state_namespace(target: &crate::targets::kube::KubeTarget, namespace: &str) -> anyhow::Result<()> {
-    if std::env::var("POD_NAMESPACE").is_ok_and(|s| !s.is_empty()) {
-        return Ok(());
-    }
-    match target.state_namespace_exists().await {
-        Ok(true) => Ok(()),
-        Ok(false) => anyhow::bail!(
-            "the agent's state namespace {namespace} does not exist (POD_NAMESPACE is unset, so the agent uses {namespace}): \
-             it keeps its anti-rollback floor and inventory there, and without them a new leader would replay an older \
-             signed bundle. Create the namespace {namespace}, or set POD_NAMESPACE to the namespace the agent runs in"
-        ),
-        Err(e) => {
-            tracing::warn!(namespace, "cannot tell whether the agent's state namespace exists: {e}");
-            Ok(())
-        }
-    }
-}
-
-/// `value` scaled by a random factor in [1 - spread, 1 + spread].
-pub fn jitter(value: Duration, spread: f64) -> Duration {
-    let f = rand::rng().random_range((1.0 - spread)..=(1.0 + spread));
-    value.mul_f64(f)
-}
-
-/// Delay after `failures` consecutive unreachable polls: exponential from
-/// min(interval, 5s), capped at max(interval, min(10 x interval, 5 min)), jittered.
-pub fn backoff(interval: Duration, failures: u32) -> Duration {
-    let base = interval.min(Duration::from_secs(5));
-    let cap = interval.max((interval * 10).min(Duration::from_secs(300)));
-    let exp = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    jitter(exp.min(cap), 0.2)
-}
+pub use crate::runner::{backoff, jitter};
 
 /// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called (not
 /// when first awaited): a signal that arrives in between is not lost to the default action.
@@ -127,189 +69,178 @@ async fn serve_http(settings: &Settings, state: &StateDir, once: bool, shared: A
     Ok(Some(bound))
 }
 
-/// Sets the agent's role (`single`, `leader`, `standby`) in `/status` and `/metrics`.
-fn set_role(shared: &Shared, role: &str) {
-    shared.status.lock().expect("status lock").role = role.into();
-    shared.metrics.role(role);
-}
-
-/// The fleet reporter of the settings (`None`: reporting is off).
-fn reporter(settings: &Settings, client: &RegistryClient) -> anyhow::Result<Option<Reporter>> {
-    let Some(rs) = &settings.report else {
-        tracing::info!("fleet reports off (no --cluster-name, or --no-report)");
+/// The fleet reporter of source `s` (`None`: reporting is off).
+fn reporter(s: &SourceSettings, client: &RegistryClient) -> anyhow::Result<Option<Reporter>> {
+    let Some(rs) = &s.report else {
+        tracing::info!(source = %s.name, "fleet reports off (no --cluster-name, or --no-report)");
         return Ok(None);
     };
     let repo = crate::report::open_repository(rs, client).with_context(|| format!("opening the reports repository {} (--report-to)", rs.to))?;
     let r = Reporter::new(repo, rs.clone());
-    tracing::info!(to = %r.describe(), interval = ?rs.interval, "fleet reports on");
+    tracing::info!(source = %s.name, to = %r.describe(), interval = ?rs.interval, "fleet reports on");
     Ok(Some(r))
 }
 
-/// The trust policy of the settings.
-pub fn trust(settings: &Settings) -> anyhow::Result<Trust> {
-    if settings.insecure_skip_verify {
-        tracing::warn!("--insecure-skip-verify: bundles are applied WITHOUT signature verification");
-        return Ok(Trust::SkipInsecure);
+/// One source's loop and what the server shows of it.
+fn source(settings: &Settings, s: &SourceSettings, clients: &mut Clients, store: &Arc<Store>, metrics: &Arc<Metrics>, board: &Board) -> anyhow::Result<(Runner, Arc<SourceShared>)> {
+    let trust = crate::assemble::trust(s)?;
+    if s.expect_cluster_type.is_none() || s.expect_environment.is_none() {
+        tracing::warn!(source = %s.name, "no --expect-cluster-type/--expect-environment: a signed bundle for any cluster type or environment is accepted");
     }
-    Ok(Trust::Policy(TrustPolicy::from_files(&settings.trust_keys, settings.threshold).context("loading --trust-key")?))
-}
-
-/// The registry client of the settings.
-pub fn registry_client(settings: &Settings) -> anyhow::Result<RegistryClient> {
-    RegistryClient::new(RegistryOptions { plain_http: settings.plain_http, ca_file: settings.ca_file.clone(), ..Default::default() }).context("registry client")
-}
-
-/// The plan policy of the settings.
-pub fn policy(settings: &Settings) -> Policy {
-    Policy {
-        allowed_namespaces: settings.allowed_namespaces.clone(),
-        allowed_cluster_kinds: settings.allowed_cluster_kinds.clone(),
-        denied_kinds: settings.denied_kinds.clone(),
-    }
-}
-
-/// Runs the agent until SIGTERM (or one cycle with `once`). Returns the exit code.
-pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
-    let trust = trust(&settings)?;
-    if settings.expect_cluster_type.is_none() || settings.expect_environment.is_none() {
-        tracing::warn!("no --expect-cluster-type/--expect-environment: a signed bundle for any cluster type or environment is accepted");
-    }
-    let statedir = StateDir::claim(&settings.state_dir, settings.shared_state_parent).context("--state-dir")?;
-    let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
-    let client = registry_client(&settings)?;
-    let source = Source::open(&settings.source, &settings.reference, &client).with_context(|| format!("source {}", settings.source))?;
-    let target = open_target(&settings).await?;
-    let state_dir = std::fs::canonicalize(&settings.state_dir).unwrap_or_else(|_| settings.state_dir.clone());
-    let mut status = Status {
-        source: settings.source.clone(),
-        state_dir: state_dir.display().to_string(),
-        target: target.describe(),
-        role: "single".into(),
-        ..Default::default()
-    };
-    let state = store.source(&settings.source)?;
+    let client = clients.registry(s)?;
+    let polled = Source::open(&s.source, &s.reference, &client).with_context(|| format!("source {}", s.source))?;
+    let target = clients.target(settings, s, false)?;
+    let state = store.source(&s.source)?;
+    let mut status = SourceStatus { name: s.name.clone(), depends_on: s.depends_on.clone(), ..Default::default() };
     status.set_state(&state);
     let observed = Mutex::new(Observed::default());
     crate::report::observe(&observed, &state, None);
-    let shared =
-        Arc::new(Shared { status: Mutex::new(status), ready: AtomicBool::new(false), metrics: Metrics::new(), store: store.clone(), observed });
-    let mut reporter = reporter(&settings, &client)?;
-    set_role(&shared, "single");
-    let listen = serve_http(&settings, &statedir, once, shared.clone()).await?;
-    let listen_text = listen.map(|a| a.to_string()).unwrap_or_else(|| "-".into());
-    tracing::info!(source = %settings.source, target = %target.describe(), listen = %listen_text, "drover-agent started");
+    let sm = metrics.source(&s.name);
+    sm.drifted(state.drifted.len());
+    let shared = Arc::new(SourceShared {
+        name: s.name.clone(),
+        source: s.source.clone(),
+        status: Mutex::new(status),
+        ready: AtomicBool::new(false),
+        metrics: sm,
+        store: store.clone(),
+        observed,
+    });
+    let reporter = reporter(s, &client)?;
     let mut pipeline = Pipeline::new(
-        source,
+        polled,
         target,
         trust,
-        Expectations { cluster_type: settings.expect_cluster_type.clone(), environment: settings.expect_environment.clone() },
-        policy(&settings),
-        settings.field_manager.clone(),
-        settings.max_prune_ratio,
-        settings.resync,
-        settings.health_timeout,
+        Expectations { cluster_type: s.expect_cluster_type.clone(), environment: s.expect_environment.clone() },
+        crate::assemble::policy(s),
+        s.field_manager.clone(),
+        s.max_prune_ratio,
+        s.resync,
+        s.health_timeout,
         shared.clone(),
     );
-    pipeline.hold = crate::hold::Gate::new(&settings.state_dir).with_windows(settings.apply_windows.clone());
-    pipeline.drift_mode = settings.drift_mode;
-    shared.metrics.drifted(state.drifted.len());
-    let critical = pipeline.critical.clone();
-    let mut election = match &settings.leader_election {
+    pipeline.hold = crate::hold::Gate::new(&settings.state_dir, &s.name).with_windows(s.apply_windows.clone());
+    pipeline.drift_mode = s.drift_mode;
+    pipeline.named = s.named;
+    pipeline.depends = board.gate(&s.depends_on);
+    pipeline.readiness = board.sender(&s.name);
+    Ok((Runner { pipeline, reporter, interval: s.interval }, shared))
+}
+
+/// Keeps the agent's role (and, on standby, readiness: a standby is ready to take over)
+/// in step with the election. Never returns.
+async fn follow_role(mut leader: tokio::sync::watch::Receiver<bool>, shared: Arc<Shared>) {
+    loop {
+        if *leader.borrow_and_update() {
+            shared.set_role("leader");
+        } else {
+            shared.set_role("standby");
+            for s in &shared.sources {
+                s.ready.store(true, Ordering::Relaxed);
+            }
+            tracing::info!("standby: another agent holds the leader lease");
+        }
+        if leader.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Runs the agent until SIGTERM (or one cycle of every source with `once`). Returns the
+/// exit code.
+pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
+    let statedir = StateDir::claim(&settings.state_dir, settings.shared_state_parent).context("--state-dir")?;
+    let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
+    let mut clients = Clients::new(&settings, true).await?;
+    let metrics = Arc::new(Metrics::new());
+    let board = Board::new(settings.sources.iter().map(|s| s.name.as_str()));
+    let mut runners = Vec::with_capacity(settings.sources.len());
+    let mut sources = Vec::with_capacity(settings.sources.len());
+    for s in &settings.sources {
+        let (runner, shared) = source(&settings, s, &mut clients, &store, &metrics, &board).with_context(|| s.describe())?;
+        runners.push(runner);
+        sources.push(shared);
+    }
+    crate::configured::write(&statedir, &settings.sources);
+    let state_dir = std::fs::canonicalize(&settings.state_dir).unwrap_or_else(|_| settings.state_dir.clone());
+    let target = match (&settings.target, runners.as_slice()) {
+        (_, [one]) => one.pipeline.target.describe(),
+        (TargetSpec::Dir(root), _) => format!("dir:{} (a directory per source)", root.display()),
+        (TargetSpec::Kube, _) => clients.kube().map(|k| k.describe()).unwrap_or_else(|| "kube".into()),
+    };
+    let shared = Arc::new(Shared { state_dir: state_dir.display().to_string(), target: target.clone(), role: Mutex::new(String::new()), metrics, store: store.clone(), sources });
+    shared.set_role("single");
+    let listen = serve_http(&settings, &statedir, once, shared.clone()).await?;
+    let listen_text = listen.map(|a| a.to_string()).unwrap_or_else(|| "-".into());
+    let names: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
+    match settings.sources.as_slice() {
+        [one] if !one.named => tracing::info!(source = %one.source, target = %target, listen = %listen_text, "drover-agent started"),
+        _ => {
+            tracing::info!(sources = %names.join(","), target = %target, listen = %listen_text, "drover-agent started");
+            for (s, r) in settings.sources.iter().zip(&runners) {
+                tracing::info!(source = %s.name, reference = %s.source, target = %r.pipeline.target.describe(), depends_on = %s.depends_on.join(","), "source");
+            }
+        }
+    }
+    let election = match &settings.leader_election {
         Some((namespace, name, duration)) => {
-            let client = kube::Client::try_default().await.context("--leader-election needs a Kubernetes client (in-cluster or KUBECONFIG)")?;
+            let client = match clients.kube() {
+                Some(k) => k.client(),
+                None => kube::Client::try_default().await.context("--leader-election needs a Kubernetes client (in-cluster or KUBECONFIG)")?,
+            };
             Some(crate::leader::Election::spawn(client, crate::leader::LeaseConfig::new(namespace, name, *duration)))
         }
         None => None,
     };
-    let stop = terminated();
-    tokio::pin!(stop);
-    let mut failures = 0u32;
-    let code = loop {
-        if let Some(el) = election.as_mut() {
-            if !el.is_leader() {
-                set_role(&shared, "standby");
-                shared.ready.store(true, Ordering::Relaxed);
-                tracing::info!("standby: another agent holds the leader lease");
-                tokio::select! {
-                    _ = el.wait_leader() => {}
-                    _ = &mut stop => break 0,
-                }
-            }
-            set_role(&shared, "leader");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let key = Arc::new(ReportKey::new(runners[0].pipeline.target.clone(), settings.state_dir.clone()));
+    let control = Control { stop: stop_rx, leader: election.as_ref().map(|e| e.subscribe()), key, once };
+    // A named source's log lines carry its name (the span `source{name=...}`).
+    let named = settings.named();
+    let loops = futures::future::join_all(runners.into_iter().map(|r| {
+        let span = if named { tracing::info_span!("source", name = %r.pipeline.shared.name) } else { tracing::Span::none() };
+        tracing::Instrument::instrument(r.run(control.clone()), span)
+    }));
+    let leader = election.as_ref().map(|e| e.subscribe());
+    let roles = async {
+        match leader {
+            Some(rx) => follow_role(rx, shared.clone()).await,
+            None => std::future::pending().await,
         }
-        let outcome = {
-            let cycle = pipeline.cycle();
-            tokio::pin!(cycle);
-            tokio::select! {
-                out = &mut cycle => Some(out),
-                _ = &mut stop => {
-                    if critical.load(Ordering::SeqCst) {
-                        tracing::info!("SIGTERM: finishing the apply in progress");
-                        cycle.await;
-                    } else {
-                        tracing::info!("SIGTERM: abandoning the poll in progress (nothing was changed)");
-                    }
-                    None
-                }
-            }
-        };
-        let Some(out) = outcome else { break 0 };
-        crate::memory::trim();
-        if let Some(r) = reporter.as_mut() {
-            // The key is asked for after a cycle: on the kube target the first apply may
-            // be what creates the agent's namespace.
-            if r.key_due() {
-                match crate::identity::report_key(pipeline.target.as_ref(), &settings.state_dir).await {
-                    Ok(k) => r.set_key(k),
-                    Err(e) => r.key_failed(&e),
-                }
-            }
-            let obs = shared.observed.lock().expect("observed lock").clone();
-            if once {
-                r.flush(&obs).await;
-            } else {
-                r.after_cycle(&obs);
-            }
-        }
-        if once {
-            break match out.result {
-                AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held if !out.unreachable || shared.ready.load(Ordering::Relaxed) => 0,
-                _ => 1,
-            };
-        }
-        failures = if out.unreachable { failures + 1 } else { 0 };
-        let delay = if failures > 0 { backoff(settings.interval, failures) } else { jitter(settings.interval, 0.1) };
+    };
+    let signal = terminated();
+    tokio::pin!(loops, roles, signal);
+    let mut stopping = false;
+    let ended = loop {
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = &mut stop => { tracing::info!("SIGTERM: stopping"); break 0; }
+            ended = &mut loops => break ended,
+            _ = &mut signal, if !stopping => {
+                stopping = true;
+                let _ = stop_tx.send(true);
+            }
+            _ = &mut roles => {}
         }
     };
     if let Some(el) = election {
         el.resign().await;
     }
-    // The Events of the last attempts (and pending series counts), bounded.
-    pipeline.target.flush_events(Duration::from_secs(5)).await;
+    // The Events of the last attempts (and pending series counts), bounded; the kube
+    // targets of every source share one recorder.
+    if let Some(first) = ended.first() {
+        first.pipeline.target.flush_events(Duration::from_secs(5)).await;
+    }
     crate::local::close(&statedir);
-    if !pipeline.write_unsaved() {
-        tracing::error!(
-            "stopping with the last attempts not written to {}: the next start begins from the state written last and re-applies the channel's bundle",
-            store.path().display()
-        );
+    let code = if once && !ended.iter().all(|e| e.ok()) { 1 } else { 0 };
+    for mut e in ended {
+        if !e.pipeline.write_unsaved() {
+            tracing::error!(
+                source = %e.pipeline.shared.name,
+                "stopping with the last attempts not written to {}: the next start begins from the state written last and re-applies the channel's bundle",
+                store.path().display()
+            );
+        }
     }
     store.flush().context("flushing the state database")?;
     tracing::info!("drover-agent stopped");
     Ok(code)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_caps() {
-        let i = Duration::from_secs(30);
-        assert!(backoff(i, 1) <= Duration::from_secs(6));
-        assert!(backoff(i, 3) >= Duration::from_secs(16));
-        assert!(backoff(i, 40) <= Duration::from_secs(360));
-    }
 }

@@ -1,4 +1,5 @@
-//! The HTTP surface: `/healthz`, `/readyz`, `/status` (JSON), `/history` (JSON) and
+//! The HTTP surface: `/healthz`, `/readyz` (every source applied), `/status` (JSON, every
+//! source), `/history` (JSON; `?source=NAME` for one source's) and
 //! `/metrics` (Prometheus text), and the server that carries it with bounds for clients
 //! of the port ([`serve`]): the DaemonSet listens on every address under a 64 MiB limit.
 //! The same server carries the local channel ([`crate::local`], a Unix socket in the state
@@ -223,27 +224,38 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn readyz(State(s): State<Arc<Shared>>) -> Response {
-    if s.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready: nothing applied yet\n").into_response()
+    let waiting: Vec<&str> = s.sources.iter().filter(|x| !x.ready.load(Ordering::Relaxed)).map(|x| x.name.as_str()).collect();
+    match waiting.as_slice() {
+        [] => (StatusCode::OK, "ready\n").into_response(),
+        _ if s.sources.len() == 1 => (StatusCode::SERVICE_UNAVAILABLE, "not ready: nothing applied yet\n").into_response(),
+        names => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: nothing applied yet for {}\n", names.join(", "))).into_response(),
     }
 }
 
 async fn status(State(s): State<Arc<Shared>>) -> Response {
-    let mut st = s.status.lock().expect("status lock").clone();
-    st.ready = s.ready.load(Ordering::Relaxed);
-    st.agent_running = true;
-    Json(st).into_response()
+    Json(s.status()).into_response()
 }
 
 #[derive(serde::Deserialize)]
 struct HistoryQuery {
     limit: Option<usize>,
+    /// A source's name: only its attempts.
+    source: Option<String>,
 }
 
 async fn history(State(s): State<Arc<Shared>>, Query(q): Query<HistoryQuery>) -> Response {
-    match s.store.history(q.limit.unwrap_or(crate::record::HISTORY_CAP)) {
+    let limit = q.limit.unwrap_or(crate::record::HISTORY_CAP);
+    let references: Vec<String> = match &q.source {
+        Some(name) => match s.source(name) {
+            Some(src) => vec![src.source.clone()],
+            None => {
+                let names: Vec<&str> = s.sources.iter().map(|x| x.name.as_str()).collect();
+                return (StatusCode::NOT_FOUND, format!("no source is named {:?}; this agent's sources are: {}\n", name, names.join(", "))).into_response();
+            }
+        },
+        None => s.sources.iter().map(|x| x.source.clone()).collect(),
+    };
+    match s.store.history_of(&references, limit) {
         Ok(h) => Json(h).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }

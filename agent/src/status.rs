@@ -1,4 +1,7 @@
-//! The status document (`/status`, `drover-agent status -o json`).
+//! The status document (`/status`, `drover-agent status -o json`): the agent (state
+//! directory, target, role, readiness) and one [`SourceStatus`] per source under
+//! `sources`. With exactly one source its fields are also at the top level, as before
+//! sources could be several (`appliedDigest`, `lastAttempt`, ...).
 
 use serde::{Deserialize, Serialize};
 
@@ -7,29 +10,18 @@ use crate::hold::Held;
 use crate::record::{AttemptSummary, SourceState};
 use crate::targets::{Health, KindSchema};
 
-/// What `status` reports. Field names are part of the interface.
+/// What `status` reports about one source. Field names are part of the interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Status {
-    /// The polled source.
+pub struct SourceStatus {
+    /// The source's name ([`crate::config::DEFAULT_NAME`] for the single unnamed one).
+    pub name: String,
+    /// The polled reference.
     pub source: String,
-    /// The agent's state directory (absolute): which agent this is.
-    pub state_dir: String,
-    /// The endpoint that answered (`drover-agent status` only; absent when read from the
-    /// state directory).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// Why the answer was read from the state directory although an agent answered at
-    /// the endpoint (it serves another state directory).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub notice: Option<String>,
-    /// The target (`dir:/path`, `kube`).
-    pub target: String,
-    /// `single` (no leader election), `leader` or `standby`.
-    pub role: String,
-    /// True when the answer comes from a running agent (false: read from the state dir).
-    pub agent_running: bool,
-    /// True once the applied state is in place in this run (`/readyz`).
+    /// The sources it depends on (`dependsOn`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// True once its applied state is in place in this run.
     pub ready: bool,
     /// Applied manifest digest.
     pub applied_digest: Option<String>,
@@ -50,10 +42,13 @@ pub struct Status {
     pub last_poll_at: Option<String>,
     /// Registry errors in a row (backoff).
     pub consecutive_failures: u32,
-    /// Set while the agent is held (`drover-agent hold`, or the kube target's
+    /// Set while the source is held (`drover-agent hold`, or the kube target's
     /// `drover.dev/hold` annotation): why, since when, and the verified bundle waiting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
+    /// Set while a verified new bundle waits for the sources it depends on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::depends::Waiting>,
     /// Objects that differ from the applied bundle and were left as they are
     /// (`--drift report`): object, changed or missing, the drifted fields, since when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -78,7 +73,77 @@ fn schema_lines(schemas: &[KindSchema]) -> Vec<String> {
     by.into_iter().map(|(s, kinds)| format!("{s}: {}", kinds.join(", "))).collect()
 }
 
-impl Status {
+/// What `status` reports. Field names are part of the interface.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Status {
+    /// The agent's state directory (absolute): which agent this is.
+    pub state_dir: String,
+    /// The endpoint that answered (`drover-agent status` only; absent when read from the
+    /// state directory).
+    pub endpoint: Option<String>,
+    /// Why the answer was read from the state directory although an agent answered at
+    /// the endpoint (it serves another state directory).
+    pub notice: Option<String>,
+    /// The target (`dir:/path`, `kube`).
+    pub target: String,
+    /// `single` (no leader election), `leader` or `standby`.
+    pub role: String,
+    /// True when the answer comes from a running agent (false: read from the state dir).
+    pub agent_running: bool,
+    /// True once every source's applied state is in place in this run (`/readyz`).
+    pub ready: bool,
+    /// Every source, in the order configured.
+    pub sources: Vec<SourceStatus>,
+}
+
+/// The agent's own fields, as serialized.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentFields<'a> {
+    state_dir: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notice: &'a Option<String>,
+    target: &'a str,
+    role: &'a str,
+    agent_running: bool,
+    ready: bool,
+    sources: &'a [SourceStatus],
+}
+
+impl Serialize for Status {
+    /// The agent's fields and `sources`; with one source, its fields at the top level too
+    /// (the agent's own `ready` wins over the source's: they are the same then).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let agent = AgentFields {
+            state_dir: &self.state_dir,
+            endpoint: &self.endpoint,
+            notice: &self.notice,
+            target: &self.target,
+            role: &self.role,
+            agent_running: self.agent_running,
+            ready: self.ready,
+            sources: &self.sources,
+        };
+        let mut doc = match serde_json::to_value(&agent).map_err(S::Error::custom)? {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!("a struct serializes to an object"),
+        };
+        if let [one] = self.sources.as_slice() {
+            if let serde_json::Value::Object(fields) = serde_json::to_value(one).map_err(S::Error::custom)? {
+                for (k, v) in fields {
+                    doc.entry(k).or_insert(v);
+                }
+            }
+        }
+        doc.serialize(s)
+    }
+}
+
+impl SourceStatus {
     /// Fills the recorded fields from a source's state.
     pub fn set_state(&mut self, s: &SourceState) {
         self.source = s.source.clone();
@@ -91,13 +156,92 @@ impl Status {
         self.last_attempt = s.last_attempt.clone();
         self.drifted = s.drifted.clone();
         self.schemas = s.schemas.clone();
+        self.waiting = s.waiting.clone();
     }
 
-    /// Human-readable rendering.
+    /// Human-readable rendering of the source's fields.
+    fn to_text(&self, out: &mut String) {
+        let or_none = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "applied:       {} sequence {} at {}\n",
+            or_none(&self.applied_digest),
+            self.applied_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+            or_none(&self.applied_at)
+        ));
+        if !self.depends_on.is_empty() {
+            out.push_str(&format!("depends on:    {}\n", self.depends_on.join(", ")));
+        }
+        if let Some(w) = &self.waiting {
+            out.push_str(&format!("waiting:       {} (verified; applied once {} applied and Healthy)\n", w.reason, w.on.join(", ")));
+        }
+        if let Some(h) = &self.held {
+            out.push_str(&format!("held:          since {} by {}: {}\n", h.since, h.by, h.reason));
+            if let Some(d) = &h.waiting_digest {
+                let seq = h.waiting_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+                let when = if h.by == crate::hold::HoldOrigin::Window { "in the next apply window" } else { "on release" };
+                out.push_str(&format!("waiting:       {d} sequence {seq} (verified; applied {when})\n"));
+            }
+            if let Some(n) = &h.next_window {
+                out.push_str(&format!("next window:   {n}\n"));
+            }
+        }
+        if !self.drifted.is_empty() {
+            out.push_str(&format!("drifted:       {} object(s), reported and left as they are (--drift report)\n", self.drifted.len()));
+            for d in &self.drifted {
+                out.push_str(&format!("  {} (since {})\n", crate::drift::one(d), d.since));
+            }
+        }
+        out.push_str(&format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into())));
+        if !self.schemas.is_empty() {
+            out.push_str(&format!("schemas:       {}\n", schema_lines(&self.schemas).join("\n               ")));
+        }
+        out.push_str(&format!("inventory:     {} objects\n", self.inventory));
+        if let Some(a) = &self.last_attempt {
+            out.push_str(&format!(
+                "last attempt:  {} {} sequence {} at {}\n",
+                a.result,
+                a.digest.as_deref().unwrap_or("-"),
+                a.sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+                a.at
+            ));
+            if !a.reason.is_empty() {
+                out.push_str(&format!("reason:        {}\n", a.reason));
+            }
+            if let Some(w) = a.writes {
+                out.push_str(&format!("writes:        {} (create {}, update {}, patch {}, delete {})\n", w.total(), w.create, w.update, w.patch, w.delete));
+            }
+        }
+    }
+}
+
+impl Status {
+    /// Keeps only the source named `name`; the error lists the names there are.
+    pub fn only(mut self, name: &str) -> Result<Status, String> {
+        let names: Vec<String> = self.sources.iter().map(|s| s.name.clone()).collect();
+        self.sources.retain(|s| s.name == name);
+        if self.sources.is_empty() {
+            return Err(format!("no source is named {name:?}; this agent's sources are: {}", names.join(", ")));
+        }
+        Ok(self)
+    }
+
+    /// The one source, when there is exactly one.
+    pub fn single(&self) -> Option<&SourceStatus> {
+        match self.sources.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
+    /// Human-readable rendering: the agent, then each source (one source: as one block).
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        let or_none = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
-        out += &format!("source:        {}\n", self.source);
+        if let Some(one) = self.single() {
+            if one.name != crate::config::DEFAULT_NAME {
+                out += &format!("name:          {}\n", one.name);
+            }
+            out += &format!("source:        {}\n", one.source);
+        }
         out += &format!("state dir:     {}\n", if self.state_dir.is_empty() { "-" } else { &self.state_dir });
         if !self.target.is_empty() {
             out += &format!("target:        {}\n", self.target);
@@ -111,49 +255,42 @@ impl Status {
         if let Some(n) = &self.notice {
             out += &format!("note:          {n}\n");
         }
-        out += &format!(
-            "applied:       {} sequence {} at {}\n",
-            or_none(&self.applied_digest),
-            self.applied_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
-            or_none(&self.applied_at)
-        );
-        if let Some(h) = &self.held {
-            out += &format!("held:          since {} by {}: {}\n", h.since, h.by, h.reason);
-            if let Some(d) = &h.waiting_digest {
-                let seq = h.waiting_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
-                let when = if h.by == crate::hold::HoldOrigin::Window { "in the next apply window" } else { "on release" };
-                out += &format!("waiting:       {d} sequence {seq} (verified; applied {when})\n");
-            }
-            if let Some(n) = &h.next_window {
-                out += &format!("next window:   {n}\n");
-            }
+        if let Some(one) = self.single() {
+            one.to_text(&mut out);
+            return out;
         }
-        if !self.drifted.is_empty() {
-            out += &format!("drifted:       {} object(s), reported and left as they are (--drift report)\n", self.drifted.len());
-            for d in &self.drifted {
-                out += &format!("  {} (since {})\n", crate::drift::one(d), d.since);
-            }
-        }
-        out += &format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into()));
-        if !self.schemas.is_empty() {
-            out += &format!("schemas:       {}\n", schema_lines(&self.schemas).join("\n               "));
-        }
-        out += &format!("inventory:     {} objects\n", self.inventory);
-        if let Some(a) = &self.last_attempt {
-            out += &format!(
-                "last attempt:  {} {} sequence {} at {}\n",
-                a.result,
-                a.digest.as_deref().unwrap_or("-"),
-                a.sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
-                a.at
-            );
-            if !a.reason.is_empty() {
-                out += &format!("reason:        {}\n", a.reason);
-            }
-            if let Some(w) = a.writes {
-                out += &format!("writes:        {} (create {}, update {}, patch {}, delete {})\n", w.total(), w.create, w.update, w.patch, w.delete);
-            }
+        for s in &self.sources {
+            let ready = if !self.agent_running {
+                ""
+            } else if s.ready {
+                ", ready"
+            } else {
+                ", not ready"
+            };
+            out += &format!("\n[{}] {}{ready}\n", s.name, s.source);
+            s.to_text(&mut out);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_source_is_also_at_the_top_level_and_no_key_is_given_twice() {
+        let one = SourceStatus { name: "default".into(), source: "r.example/a:prod".into(), ready: true, inventory: 3, ..Default::default() };
+        let st = Status { state_dir: "/s".into(), ready: false, agent_running: true, sources: vec![one.clone()], ..Default::default() };
+        let text = serde_json::to_string(&st).unwrap();
+        assert_eq!(text.matches("\"ready\"").count(), 2, "the agent's and the source's in `sources`: {text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((v["source"].as_str(), v["inventory"].as_u64(), v["ready"].as_bool()), (Some("r.example/a:prod"), Some(3), Some(false)));
+        let two = Status { sources: vec![one.clone(), SourceStatus { name: "b".into(), ..one }], ..st };
+        let v = serde_json::to_value(&two).unwrap();
+        assert!(v.get("source").is_none() && v["sources"].as_array().unwrap().len() == 2, "{v}");
+        let back: Status = serde_json::from_value(v).unwrap();
+        assert_eq!(back.only("b").unwrap().sources[0].name, "b");
+        assert!(two.only("c").unwrap_err().contains("default, b"));
     }
 }

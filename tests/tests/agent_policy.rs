@@ -2,9 +2,12 @@
 //! with a cluster-scoped object (a ClusterRoleBinding to cluster-admin), not even one
 //! disguised with a `metadata.namespace` from the list, unless its kind is allowed with
 //! `--allow-cluster-kind` (config `allowedClusterKinds`). A Namespace named in the list
-//! stays allowed. Refused with reason `policy`, naming the object and the flag; the target
-//! does not change. On the dir: target, and on the kube target against the FAKE API server
-//! (plus the `real_cluster` variant, see `kube_support`).
+//! stays allowed. Each object outside the policy is refused by itself (outcome `refused`,
+//! named with the flag in the attempt's reason, `drover_verification_failures_total
+//! {reason="policy"}`) and never reaches the target; the rest of the bundle is applied
+//! (one stray object of a tenant does not stop its others). On the dir: target, and on the
+//! kube target against the FAKE API server (plus the `real_cluster` variant, see
+//! `kube_support`).
 
 mod agent_support;
 mod kube_support;
@@ -67,36 +70,43 @@ fn allow_namespace_refuses_cluster_scoped_objects_on_the_dir_target() {
     let before = snapshot(&fx.target());
     assert_eq!(before.len(), 2, "{:?}", before.keys());
 
-    // Signed, with a ClusterRoleBinding to cluster-admin next to an allowed ConfigMap.
+    // Signed, with a ClusterRoleBinding to cluster-admin next to an allowed ConfigMap:
+    // the binding is refused and named, the ConfigMap applied.
     let crb = ("crb".to_string(), binding_yaml("pwned", None));
-    fx.push(&objs(&[ns.clone(), cm("team-a", "settings", "2"), crb.clone()]), 2, Some("k1"), &[]);
+    let binding_file = fx.target().join("manifests/_cluster/ClusterRoleBinding.rbac.authorization.k8s.io.pwned.yaml");
+    let d2 = fx.push(&objs(&[ns.clone(), cm("team-a", "settings", "2"), crb.clone()]), 2, Some("k1"), &[]);
     let out = fx.once(&allow);
-    assert_eq!(out.code, 1, "a cluster-scoped object outside the allow list must be refused:\n{}", out.stderr);
-    assert!(out.stderr.contains("reason=\"policy\""), "{}", out.stderr);
+    assert_eq!(out.code, 0, "the allowed objects are applied:\n{}", out.stderr);
+    assert!(out.stderr.contains("1 object(s) refused by this source's policy"), "{}", out.stderr);
     let st = fx.status();
-    assert_eq!(st["lastAttempt"]["result"], "Rejected", "{st}");
+    assert_eq!(st["lastAttempt"]["result"], "Applied", "{st}");
     let reason = st["lastAttempt"]["reason"].as_str().unwrap();
     assert!(reason.contains("ClusterRoleBinding pwned") && reason.contains("--allow-cluster-kind ClusterRoleBinding"), "{reason}");
-    assert_eq!(st["appliedDigest"], d1.as_str());
-    assert_eq!(snapshot(&fx.target()), before, "the target changed");
+    assert_eq!(st["appliedDigest"], d2.as_str());
+    assert_ne!(st["appliedDigest"], d1.as_str());
+    let refused = fx.history()[0]["objects"].as_array().unwrap().iter().find(|o| o["object"]["kind"] == "ClusterRoleBinding").cloned().expect("the binding's outcome");
+    assert_eq!(refused["action"], "refused", "{refused:#}");
+    assert!(!binding_file.exists(), "the binding never reaches the target");
+    assert_eq!(snapshot(&fx.target()).len(), before.len(), "only the allowed objects");
 
     // Disguised with a namespace from the allow list: still cluster-scoped, still refused.
-    let digest = push_assembled(&fx.tag_ref, &[disguised_binding("pwned", "team-a")], 3);
+    let parts = [(namespace_id("team-a"), ns.1.clone()), (configmap_id("team-a", "settings"), cm("team-a", "settings", "3").1), disguised_binding("pwned", "team-a")];
+    let digest = push_assembled(&fx.tag_ref, &parts, 3);
     fx.sign(&digest, "k1");
     fx.place(&digest, "k1");
     let out = fx.once(&allow);
-    assert_eq!(out.code, 1, "a ClusterRoleBinding claiming namespace team-a must be refused:\n{}", out.stderr);
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let reason = fx.status()["lastAttempt"]["reason"].as_str().unwrap().to_string();
-    assert!(reason.contains("ClusterRoleBinding") && reason.contains("--allow-cluster-kind"), "{reason}");
-    assert_eq!(snapshot(&fx.target()), before, "the target changed");
+    assert!(reason.contains("ClusterRoleBinding") && reason.contains("--allow-cluster-kind"), "a ClusterRoleBinding claiming namespace team-a is refused: {reason}");
+    assert!(!binding_file.exists(), "the disguised binding never reaches the target");
 
     // A Namespace not in the list is refused as before.
     let other = ("other".to_string(), "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n".to_string());
     fx.push(&objs(&[ns.clone(), other, cm("team-a", "settings", "4")]), 4, Some("k1"), &[]);
     let out = fx.once(&allow);
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(fx.status()["lastAttempt"]["reason"].as_str().unwrap().contains("team-b"));
-    assert_eq!(snapshot(&fx.target()), before);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(fx.status()["lastAttempt"]["reason"].as_str().unwrap().contains("\"team-b\" is not allowed"));
+    assert!(!snapshot(&fx.target()).keys().any(|k| k.contains("team-b")), "the Namespace team-b never reaches the target");
 
     // Allowed explicitly (flag, then the config file field): applied.
     let d5 = fx.push(&objs(&[ns, cm("team-a", "settings", "5"), crb]), 5, Some("k1"), &[]);
@@ -110,7 +120,10 @@ fn allow_namespace_refuses_cluster_scoped_objects_on_the_dir_target() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     std::fs::write(&cfg, "allowedNamespaces: [team-a]\n").unwrap();
     let out = fx.once(&["--config", cfg.to_str().unwrap(), "--resync", "0s"]);
-    assert_eq!(out.code, 1, "without allowedClusterKinds the resync is refused:\n{}", out.stderr);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let reason = fx.status()["lastAttempt"]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("ClusterRoleBinding pwned"), "without allowedClusterKinds the resync refuses the binding: {reason}");
+    assert!(binding_file.is_file(), "what the source applied before is neither applied nor pruned");
 }
 
 scenarios!(cluster_scoped_objects_refused_under_allow_namespace);
@@ -130,15 +143,18 @@ fn sign(env: &Env, digest: &str) {
     drover_tests::run_ok("drover", &place, &pw);
 }
 
-/// Runs the agent expecting a `policy` refusal whose reason names `what`.
+/// Runs the agent expecting an object refused by the policy, named with `what` in the
+/// reason; the rest of the bundle is applied.
 fn refused(env: &Env, flags: &[&str], what: &str) {
     let out = env.agent(flags);
-    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("reason=\"policy\""), "{}", out.stderr);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("refused by this source's policy"), "{}", out.stderr);
     let attempt = env.last_attempt();
-    assert_eq!(attempt["result"], "Rejected", "{attempt:#}");
+    assert_eq!(attempt["result"], "Applied", "{attempt:#}");
     let reason = attempt["reason"].as_str().unwrap();
     assert!(reason.contains(what), "{reason} lacks {what:?}");
+    let outcomes = attempt["objects"].as_array().unwrap();
+    assert!(outcomes.iter().any(|o| o["action"] == "refused" && o["message"].as_str().unwrap_or("").contains(what)), "{attempt:#}");
 }
 
 fn cluster_scoped_objects_refused_under_allow_namespace(env: &Env) {
@@ -152,7 +168,7 @@ fn cluster_scoped_objects_refused_under_allow_namespace(env: &Env) {
     refused(env, &allow, &format!("ClusterRoleBinding {name}"));
     assert!(env.last_attempt()["reason"].as_str().unwrap().contains("--allow-cluster-kind ClusterRoleBinding"));
     assert!(env.kubectl(&["get", "clusterrolebinding", &name], "").code != 0, "the binding must not exist");
-    assert_eq!(env.get("configmap", "settings").unwrap()["data"]["value"], "1", "nothing of the refused bundle is applied");
+    assert_eq!(env.get("configmap", "settings").unwrap()["data"]["value"], "2", "the rest of the bundle is applied");
 
     // Disguised with the allowed namespace (the API server would drop it): refused too.
     let (ns, cm) = ((namespace_id(&env.ns), env.namespace()), (configmap_id(&env.ns, "settings"), env.configmap("settings", "3", &[])));
@@ -160,7 +176,7 @@ fn cluster_scoped_objects_refused_under_allow_namespace(env: &Env) {
     sign(env, &digest);
     refused(env, &allow, "--allow-cluster-kind ClusterRoleBinding");
     assert!(env.kubectl(&["get", "clusterrolebinding", &name], "").code != 0, "the disguised binding must not exist");
-    assert_eq!(env.get("configmap", "settings").unwrap()["data"]["value"], "1");
+    assert_eq!(env.get("configmap", "settings").unwrap()["data"]["value"], "3");
 
     // A custom cluster-scoped kind claiming the allowed namespace, CRDs allowed explicitly.
     let crd = format!(
@@ -181,11 +197,11 @@ fn cluster_scoped_objects_refused_under_allow_namespace(env: &Env) {
     let with_crds = ["--allow-namespace", env.ns.as_str(), "--allow-cluster-kind", "CustomResourceDefinition"];
     let no_gadgets = || env.kubectl(&["get", &format!("gadgets.{}", env.group), &name], "").code != 0;
 
-    // Its CRD in the same bundle says `scope: Cluster`: refused before anything is applied.
+    // Its CRD in the same bundle says `scope: Cluster`: the Gadget is refused before
+    // anything is applied (the CRD, allowed, is applied).
     let digest = push_assembled(&env.reference, &[ns.clone(), cm.clone(), crd.clone(), gadget.clone()], 940);
     sign(env, &digest);
     refused(env, &with_crds, "--allow-cluster-kind Gadget");
-    assert!(env.kubectl(&["get", "customresourcedefinition", &crd.0.name], "").code != 0, "nothing of the refused bundle is applied");
     assert!(no_gadgets());
 
     // Its CRD applied earlier, the Gadget alone: discovery says it is cluster-scoped.
@@ -197,7 +213,7 @@ fn cluster_scoped_objects_refused_under_allow_namespace(env: &Env) {
     sign(env, &digest);
     refused(env, &with_crds, "--allow-cluster-kind Gadget");
     assert!(no_gadgets(), "the Gadget must not exist");
-    assert_eq!(env.get("configmap", "settings").unwrap()["data"]["value"], "1");
+    assert_eq!(env.get("configmap", "settings").unwrap()["data"]["value"], "3");
     if env.cluster.fake_server().is_none() {
         let _ = env.kubectl(&["delete", "customresourcedefinition", &format!("gadgets.{}", env.group), "--ignore-not-found", "--wait=false"], "");
     }

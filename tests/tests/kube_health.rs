@@ -28,7 +28,7 @@ fn deployment_never_ready_is_degraded(env: &Env) {
     // The running agent reports it in /status and /metrics too.
     let port = drover_tests::free_port();
     let mut agent = env.agent_daemon(port, &["--health-timeout", "2s", "--interval", "1h"]);
-    let metrics = kube_support::eventually(30, || http_get(port, "/metrics").filter(|m| m.contains("drover_health{state=\"Degraded\"} 1")));
+    let metrics = kube_support::eventually(30, || http_get(port, "/metrics").filter(|m| m.lines().any(|l| l.starts_with("drover_health{") && l.contains("state=\"Degraded\"") && l.ends_with(" 1"))));
     let status = http_get(port, "/status");
     let _ = agent.kill();
     let _ = agent.wait();

@@ -20,9 +20,10 @@ fn flags_win_and_key_required() {
     assert!(Settings::merge(ConfigLayer::default(), file.clone()).is_err());
     let flags = ConfigLayer { trust_keys: Some(vec!["k.pub".into()]), interval: Some("5s".into()), ..Default::default() };
     let s = Settings::merge(flags, file).unwrap();
-    assert_eq!(s.interval, Duration::from_secs(5));
+    assert_eq!(s.sources[0].interval, Duration::from_secs(5));
     assert_eq!(s.target, TargetSpec::Dir("/tmp/x".into()));
-    assert_eq!(s.report, None, "no cluster name: no reports");
+    assert_eq!(s.sources[0].report, None, "no cluster name: no reports");
+    assert_eq!((s.sources[0].name.as_str(), s.sources[0].named), (DEFAULT_NAME, false));
 }
 
 #[test]
@@ -38,11 +39,11 @@ fn reports_default_next_to_the_source() {
     let e = Settings::validate(layer.clone()).unwrap_err().to_string();
     assert!(e.contains("expectClusterType") && e.contains("--no-report"), "{e}");
     let layer = ConfigLayer { expect_cluster_type: Some("edge".into()), expect_environment: Some("prod".into()), ..layer };
-    let r = Settings::validate(layer.clone()).unwrap().report.unwrap();
+    let r = Settings::validate(layer.clone()).unwrap().sources[0].report.clone().unwrap();
     assert_eq!(r.to.to_string(), "r.example/fleet/drover-reports");
     assert_eq!((r.channel.as_str(), r.interval), ("prod-ring0", Duration::from_secs(300)));
     let off = ConfigLayer { no_report: Some(true), ..layer.clone() };
-    assert_eq!(Settings::validate(off).unwrap().report, None);
+    assert_eq!(Settings::validate(off).unwrap().sources[0].report, None);
     let tagged = ConfigLayer { report_to: Some("r.example/reports:x".into()), ..layer.clone() };
     assert!(Settings::validate(tagged).unwrap_err().to_string().contains("repository only"));
     let layout = ConfigLayer { source: Some("oci:/srv/l:prod".into()), ..layer };
@@ -55,8 +56,8 @@ fn apply_windows_and_drift_mode() {
                 applyWindows:\n- schedule: \"0 22 * * 1-5\"\n  duration: 6h\n  timeZone: Europe/Berlin\n";
     let file: ConfigLayer = serde_yaml_ng::from_str(yaml).unwrap();
     let s = Settings::merge(ConfigLayer::default(), file.clone()).unwrap();
-    assert_eq!(s.drift_mode, DriftMode::Report);
-    assert!(!s.apply_windows.is_empty());
+    assert_eq!(s.sources[0].drift_mode, DriftMode::Report);
+    assert!(!s.sources[0].apply_windows.is_empty());
     let flag = ConfigLayer { apply_windows: Some(vec!["0 22 * * 1-5;6h;Europe/Berln".parse().unwrap()]), ..Default::default() };
     let e = Settings::merge(flag, file.clone()).unwrap_err().to_string();
     assert!(e.contains("applyWindows") && e.contains("--apply-window") && e.contains("timeZone \"Europe/Berln\""), "{e}");
@@ -64,4 +65,69 @@ fn apply_windows_and_drift_mode() {
     assert!(e.contains("driftMode") && e.contains("--drift"), "{e}");
     let e = serde_yaml_ng::from_str::<ConfigLayer>("applyWindows:\n- schedule: \"0 1 * * *\"\n  duration: 1h\n  zone: UTC\n").unwrap_err().to_string();
     assert!(e.contains("zone"), "{e}");
+}
+
+fn file(yaml: &str) -> Result<ConfigFile, ConfigError> {
+    ConfigFile::parse(yaml, std::path::Path::new("/etc/drover/agent.yaml"))
+}
+
+const TOP: &str = "target: kube\nstateDir: /var/lib/drover\ntrustKeys: [/keys/platform.pub]\ninterval: 1m\n";
+
+#[test]
+fn sources_take_the_top_level_as_defaults() {
+    let yaml = format!(
+        "{TOP}sources:\n- name: platform\n  source: r.example/platform:prod\n- name: team-a\n  source: r.example/team-a:prod\n  trustKeys: [/keys/team-a.pub]\n  allowedNamespaces: [team-a]\n  serviceAccount: team-a/deployer\n  interval: 20s\n  dependsOn: [platform]\n"
+    );
+    let s = Settings::merge(ConfigLayer::default(), file(&yaml).unwrap()).unwrap();
+    assert!(s.named());
+    let (p, a) = (&s.sources[0], &s.sources[1]);
+    assert_eq!((p.name.as_str(), a.name.as_str()), ("platform", "team-a"));
+    assert_eq!(p.trust_keys, vec![std::path::PathBuf::from("/keys/platform.pub")], "the top level is the default");
+    assert_eq!(a.trust_keys, vec![std::path::PathBuf::from("/keys/team-a.pub")], "the entry wins");
+    assert_eq!((p.interval, a.interval), (Duration::from_secs(60), Duration::from_secs(20)));
+    assert_eq!(a.depends_on, vec!["platform".to_string()]);
+    assert_eq!(a.service_account, Some(("team-a".into(), "deployer".into())));
+    assert!(p.allowed_namespaces.is_empty());
+    // A flag is a default too: it does not override what an entry sets.
+    let flags = ConfigLayer { interval: Some("5s".into()), ..Default::default() };
+    let s = Settings::merge(flags, file(&yaml).unwrap()).unwrap();
+    assert_eq!((s.sources[0].interval, s.sources[1].interval), (Duration::from_secs(5), Duration::from_secs(20)));
+}
+
+#[test]
+fn bad_sources_are_named_with_file_and_entry() {
+    let err = |entries: &str| -> String {
+        match file(&format!("{TOP}sources:\n{entries}")) {
+            Err(e) => e.to_string(),
+            Ok(f) => Settings::merge(ConfigLayer::default(), f).unwrap_err().to_string(),
+        }
+    };
+    let e = err("- name: team-a\n  source: r.example/a:prod\n  trustkeys: [x]\n");
+    assert!(e.contains("/etc/drover/agent.yaml") && e.contains("sources[0] (team-a)") && e.contains("trustkeys"), "{e}");
+    let e = err("- name: team-a\n  source: r.example/a:prod\n- name: team-a\n  source: r.example/b:prod\n");
+    assert!(e.contains("sources[1] (team-a)") && e.contains("already used by sources[0]"), "{e}");
+    let e = err("- name: Team_A\n  source: r.example/a:prod\n");
+    assert!(e.contains("sources[0] (Team_A)") && e.contains("a-z"), "{e}");
+    let e = err("- source: r.example/a:prod\n");
+    assert!(e.contains("sources[0]") && e.contains("no `name`"), "{e}");
+    let e = err("- name: a\n  source: r.example/a:prod\n  stateDir: /tmp\n");
+    assert!(e.contains("sources[0] (a)") && e.contains("stateDir") && e.contains("agent-wide"), "{e}");
+    let e = err("- name: a\n  source: r.example/a:prod\n  dependsOn: [nope]\n");
+    assert!(e.contains("sources[0] (a)") && e.contains("\"nope\"") && e.contains("no source"), "{e}");
+    let e = err("- name: a\n  source: r.example/a:prod\n  dependsOn: [c]\n- name: b\n  source: r.example/b:prod\n  dependsOn: [a]\n- name: c\n  source: r.example/c:prod\n  dependsOn: [b]\n");
+    assert!(e.contains("cycle") && e.contains("a -> c -> b -> a"), "{e}");
+    let e = err("- name: a\n  source: r.example/a:prod\n  dependsOn: [a]\n");
+    assert!(e.contains("cycle") && e.contains("a -> a"), "{e}");
+    let e = err("- name: a\n  source: r.example/a:prod\n- name: b\n  source: r.example/a:prod\n");
+    assert!(e.contains("sources[1] (b)") && e.contains("like sources[0] (a)"), "{e}");
+    let e = err("- name: a\n  source: r.example/a:prod\n  threshold: 2\n");
+    assert!(e.contains("sources[0] (a)") && e.contains("threshold"), "{e}");
+    let e = err("- name: a\n  source: r.example/fleet/a:prod\n  clusterName: c1\n  expectClusterType: edge\n  expectEnvironment: prod\n- name: b\n  source: r.example/fleet/b:prod\n  clusterName: c1\n  expectClusterType: edge\n  expectEnvironment: prod\n");
+    assert!(e.contains("sources[1] (b)") && e.contains("reportTo"), "two sources, one report: {e}");
+    let e = file(&format!("{TOP}sources: []\n")).unwrap_err().to_string();
+    assert!(e.contains("sources") && e.contains("empty"), "{e}");
+    let e = Settings::merge(ConfigLayer { source: Some("r.example/x:prod".into()), ..Default::default() }, file(&format!("{TOP}sources:\n- name: a\n  source: r.example/a:prod\n")).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`source`") && e.contains("sources:"), "{e}");
 }

@@ -24,6 +24,7 @@ impl Pipeline {
         let attempt = Attempt {
             id: 0,
             source: state.source.clone(),
+            name: String::new(),
             summary: summary.clone(),
             stage: at.stage.into(),
             resync: at.resync,
@@ -119,7 +120,12 @@ impl Pipeline {
                 a.summary.writes = Some(sent);
             }
         }
+        if let Some(a) = attempt.as_mut() {
+            a.name = self.shared.name.clone();
+        }
         let mut state = state.clone();
+        state.name = self.shared.name.clone();
+        state.waiting = self.waiting_on.clone();
         state.last_attempt = Some(summary);
         let schemas = self.target.schemas();
         if !schemas.is_empty() {

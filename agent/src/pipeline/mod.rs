@@ -13,16 +13,17 @@ use drover_proto::object::ObjectRef;
 use drover_proto::time::now_rfc3339;
 
 use crate::config::DriftMode;
+use crate::depends::{Readiness, Waiting};
 use crate::events::Event;
 use crate::hold::{Gate, Held, Hold, HoldOrigin};
-use crate::metrics::Metrics;
+use crate::metrics::SourceMetrics;
 use crate::plan::Policy;
 use crate::backlog::Backlog;
 use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
 use crate::resolve::Source;
-use crate::status::Status;
+use crate::status::SourceStatus;
 use crate::targets::{Action, ApplyReport, ApplyRequest, Health, ObjectOutcome, Target};
-use crate::shared::Shared;
+use crate::shared::SourceShared;
 use crate::stage::StageError;
 use crate::admit::Admission;
 use crate::verify::{Expectations, Trust};
@@ -39,7 +40,7 @@ pub struct CycleOutcome {
     pub unreachable: bool,
 }
 
-/// Everything the pipeline needs, built once at start.
+/// Everything one source's pipeline needs, built once at start.
 pub struct Pipeline {
     /// The source.
     pub source: Source,
@@ -59,8 +60,14 @@ pub struct Pipeline {
     pub resync: std::time::Duration,
     /// Wait bound.
     pub health_timeout: std::time::Duration,
-    /// Shared with the server.
-    pub shared: Arc<Shared>,
+    /// Shared with the server (this source's status, metrics, report).
+    pub shared: Arc<SourceShared>,
+    /// True when the source is named in a `sources:` list (its Events say its name).
+    pub named: bool,
+    /// The sources this one waits for before it applies a new bundle ([`crate::depends`]).
+    pub depends: crate::depends::Gate,
+    /// Where this source tells its dependents whether it is ready.
+    pub readiness: Option<tokio::sync::watch::Sender<Readiness>>,
     /// Set while the target is being changed (SIGTERM then waits for the cycle).
     pub critical: Arc<AtomicBool>,
     /// The hold gate, read on every poll ([`crate::hold`]); the run loop points it at the
@@ -70,6 +77,10 @@ pub struct Pipeline {
     pub drift_mode: DriftMode,
     /// The newest verified bundle not applied because of a hold: (digest, sequence).
     waiting: Option<(String, u64)>,
+    /// The digest the channel named at this cycle's resolve (None: unreachable).
+    resolved: Option<String>,
+    /// The new bundle waiting for dependencies in this cycle.
+    waiting_on: Option<Waiting>,
     /// The target's write count when the current attempt started.
     writes_start: Option<crate::targets::Writes>,
     fingerprint: String,
@@ -100,7 +111,7 @@ impl Pipeline {
         max_prune_ratio: f64,
         resync: std::time::Duration,
         health_timeout: std::time::Duration,
-        shared: Arc<Shared>,
+        shared: Arc<SourceShared>,
     ) -> Self {
         Pipeline {
             fingerprint: trust.fingerprint(),
@@ -114,10 +125,15 @@ impl Pipeline {
             resync,
             health_timeout,
             shared,
+            named: false,
+            depends: crate::depends::Gate::default(),
+            readiness: None,
             critical: Arc::new(AtomicBool::new(false)),
             hold: Gate::default(),
             drift_mode: DriftMode::Correct,
             waiting: None,
+            resolved: None,
+            waiting_on: None,
             writes_start: None,
             last_apply: None,
             rejected: None,
@@ -129,11 +145,50 @@ impl Pipeline {
         &self.shared.store
     }
 
-    fn publish(&self, state: &SourceState, f: impl FnOnce(&mut Status)) {
-        let mut st = self.shared.status.lock().expect("status lock");
-        st.set_state(state);
-        st.last_poll_at = Some(now_rfc3339());
-        f(&mut st);
+    fn publish(&self, state: &SourceState, f: impl FnOnce(&mut SourceStatus)) {
+        {
+            let mut st = self.shared.status.lock().expect("status lock");
+            st.set_state(state);
+            st.last_poll_at = Some(now_rfc3339());
+            st.waiting.clone_from(&self.waiting_on);
+            f(&mut st);
+        }
+        self.shared.metrics.waiting(self.waiting_on.is_some());
+        if let Some(tx) = &self.readiness {
+            let now = self.readiness_of(state);
+            tx.send_if_modified(|r| {
+                let changed = *r != now;
+                *r = now;
+                changed
+            });
+        }
+    }
+
+    /// Whether the bundle the channel names now is applied by this agent and Healthy
+    /// ([`crate::depends`]), from the state just recorded.
+    fn readiness_of(&self, state: &SourceState) -> Readiness {
+        let short = |t: &str| drover_proto::text::clean::bounded(t, 200);
+        let last = state.last_attempt.as_ref();
+        let Some(current) = &self.resolved else {
+            let why = last.map(|a| short(&a.reason)).unwrap_or_default();
+            return Readiness::NotReady(format!("its source is unreachable ({why})"));
+        };
+        let verified = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
+        if state.applied_digest.as_deref() != Some(current.as_str()) || !verified {
+            let why = match last.filter(|a| a.digest.as_deref() == Some(current.as_str())) {
+                Some(a) if a.result == AttemptResult::Rejected => format!("its bundle {current} was refused ({})", short(&a.reason)),
+                Some(a) if a.result == AttemptResult::Failed => format!("its apply of {current} failed ({})", short(&a.reason)),
+                Some(a) if a.result == AttemptResult::Held => format!("its bundle {current} is held ({})", short(&a.reason)),
+                Some(a) if a.result == AttemptResult::Waiting => format!("its bundle {current} is waiting ({})", short(&a.reason)),
+                _ => format!("its bundle {current} is not applied yet"),
+            };
+            return Readiness::NotReady(why);
+        }
+        match state.health {
+            Some(Health::Healthy) => Readiness::Ready,
+            Some(h) => Readiness::NotReady(format!("its applied bundle {current} is {h}")),
+            None => Readiness::NotReady(format!("the health of its applied bundle {current} is not known yet")),
+        }
     }
 
     /// Runs one poll.
@@ -147,6 +202,8 @@ impl Pipeline {
             }
         };
         let resync_due = self.last_apply.is_none_or(|t| t.elapsed() >= self.resync);
+        self.resolved = None;
+        self.waiting_on = None;
         let hold = self.hold.check(self.target.as_ref(), &name).await;
         if hold.is_none() {
             self.waiting = None;
@@ -170,6 +227,7 @@ impl Pipeline {
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: true };
             }
         };
+        self.resolved = Some(digest.clone());
         // The applied digest verified under another trust policy is re-verified now.
         let verified_now = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
         // While held, a due resync waits too (drift is left as it is); not for a closed
@@ -255,9 +313,35 @@ impl Pipeline {
         self.save(state, summary, attempt, AttemptResult::Held, false)
     }
 
-    /// Tells the target's operators ([`crate::events`]); never blocks.
+    /// Tells the target's operators ([`crate::events`]); never blocks. A named source's
+    /// Events say its name.
     fn event(&self, e: &Event) {
-        self.target.record_event(&self.source.name, e);
+        if self.named {
+            self.target.record_event(&self.source.name, &e.clone().of_source(&self.shared.name));
+        } else {
+            self.target.record_event(&self.source.name, e);
+        }
+    }
+
+    /// The hook where a verified new bundle would be applied while a source it depends on
+    /// is not ready ([`crate::depends`]): nothing is applied; the attempt is `Waiting`,
+    /// naming the dependencies and why (recorded once per digest and reason).
+    fn wait_for_dependencies(&mut self, state: &SourceState, at: Attempted, not_ready: Vec<(String, String)>, req: &ApplyRequest) -> CycleOutcome {
+        let w = crate::depends::waiting(not_ready, &req.digest, req.sequence);
+        let what = format!(
+            "waiting for {}; {} (sequence {}) is verified and is applied once {} {} applied and Healthy",
+            w.reason,
+            req.digest,
+            req.sequence,
+            w.on.join(" and "),
+            if w.on.len() == 1 { "is" } else { "are" }
+        );
+        tracing::info!(on = %w.on.join(","), "{what}");
+        self.waiting_on = Some(w);
+        let summary = AttemptSummary { digest: Some(at.digest.clone()), sequence: at.sequence, result: AttemptResult::Waiting, reason: what, at: now_rfc3339(), writes: None };
+        self.event(&Event::waiting(&summary.reason));
+        let attempt = unless_repeat(state, &summary, at.stage, at.resync);
+        self.save(state, summary, attempt, AttemptResult::Waiting, false)
     }
 
     /// Runs fetch..record for `digest`, with the floor and inventory raised by the
@@ -304,13 +388,20 @@ impl Pipeline {
             Ok(k) => k,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
-        let req = match plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager) {
+        let (req, refused) = match plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager) {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
         if let Some(h) = hold.filter(|h| h.blocks_resync() || !at.resync) {
             at.stage = "hold";
             return self.held(&state, at, h, &req);
+        }
+        if !at.resync && !self.depends.is_empty() {
+            let not_ready = self.depends.check().await;
+            if !not_ready.is_empty() {
+                at.stage = "depends";
+                return self.wait_for_dependencies(&state, at, not_ready, &req);
+            }
         }
         if at.resync && self.drift_mode == DriftMode::Report {
             at.stage = "drift";
@@ -319,23 +410,43 @@ impl Pipeline {
         at.stage = "apply";
         crate::memory::mark(at.stage);
         self.critical.store(true, Ordering::SeqCst);
-        let out = self.change(req, state, at, allow_mass_prune, notes).await;
+        let out = self.change(req, refused, state, at, allow_mass_prune, notes).await;
         self.critical.store(false, Ordering::SeqCst);
         out
     }
 
-    /// apply -> wait -> prune -> record.
-    async fn change(&mut self, req: ApplyRequest, state: SourceState, mut at: Attempted, allow_mass_prune: bool, notes: Vec<String>) -> CycleOutcome {
+    /// apply -> wait -> prune -> record. `refused`: the objects the policy left out.
+    async fn change(&mut self, req: ApplyRequest, refused: Vec<ObjectOutcome>, state: SourceState, mut at: Attempted, allow_mass_prune: bool, notes: Vec<String>) -> CycleOutcome {
         let target = self.target.clone();
-        let report = match apply::apply(target.as_ref(), &req).await {
+        let mut report = match apply::apply(target.as_ref(), &req).await {
             Ok(r) => r,
-            Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
+            Err(e) => return self.finish(&state, at, Err(e), refused),
         };
+        count_outcomes(&self.shared.metrics, &refused);
         count_outcomes(&self.shared.metrics, &report.outcomes);
+        let mut reasons = notes;
+        if !refused.is_empty() {
+            let first: Vec<String> = refused.iter().take(3).map(|o| o.message.strip_prefix("refused by policy: ").unwrap_or(&o.message).to_string()).collect();
+            let more = refused.len().saturating_sub(3);
+            let message = format!(
+                "{} object(s) refused by this source's policy and not applied: {}{}",
+                refused.len(),
+                first.join("; "),
+                if more > 0 { format!("; and {more} more") } else { String::new() }
+            );
+            tracing::warn!("{message}");
+            self.shared.metrics.verification_failure("policy");
+            self.event(&Event::objects_refused(&message));
+            reasons.push(message);
+        }
+        // Refused objects this source applied before stay as they are: not applied, not
+        // pruned, still in its inventory.
+        let refused_keys: BTreeSet<Key> = refused.iter().map(|o| o.object.key()).collect();
+        let (kept_refused, previous): (Vec<ObjectRef>, Vec<ObjectRef>) = state.inventory.iter().cloned().partition(|o| refused_keys.contains(&o.key()));
+        report.outcomes.splice(0..0, refused);
         if report.failed() {
             return self.apply_failed(&req, state, at, report).await;
         }
-        let mut reasons = notes;
         reasons.extend(report.notes.iter().cloned());
         let conflicts: BTreeSet<Key> = report.conflicts().map(|o| o.object.key()).collect();
         if !conflicts.is_empty() {
@@ -355,7 +466,10 @@ impl Pipeline {
         let objects = applied.objects().count();
         let corrected: Vec<String> = if at.resync { report.outcomes.iter().filter(|o| o.action.changed()).map(|o| o.object.to_string()).collect() } else { Vec::new() };
         let mut outcomes = report.outcomes;
-        let pruned = self.prune_stage(&state.inventory, &req, applied, allow_mass_prune).await;
+        let mut pruned = self.prune_stage(&previous, &req, applied, allow_mass_prune).await;
+        for o in &kept_refused {
+            push_unique(&mut pruned.inventory, o);
+        }
         outcomes.extend(pruned.outcomes);
         reasons.extend(pruned.reasons);
         // The objects are not needed any more: their memory is free before the record.
@@ -543,7 +657,7 @@ fn push_unique(inv: &mut Vec<ObjectRef>, id: &ObjectRef) {
     }
 }
 
-fn count_outcomes(m: &Metrics, outcomes: &[ObjectOutcome]) {
+fn count_outcomes(m: &SourceMetrics, outcomes: &[ObjectOutcome]) {
     let mut counts = std::collections::BTreeMap::new();
     for o in outcomes {
         *counts.entry(o.action.to_string()).or_insert(0u64) += 1;

@@ -343,6 +343,9 @@ pub enum PlanAction {
     Conflict,
     /// Would fail (the API server refused the dry run, an unsafe path).
     Failed,
+    /// Refused by the source's policy (`--allow-namespace`, `--deny-kind`): would not be
+    /// applied.
+    Refused,
 }
 
 impl PlanAction {

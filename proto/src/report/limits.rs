@@ -25,7 +25,7 @@ const MAX_NAME: usize = 63;
 /// Longest object name or apiVersion kept (DNS subdomain).
 const MAX_LONG_NAME: usize = 253;
 /// The results an agent records.
-const RESULTS: [&str; 5] = ["Applied", "Unchanged", "Rejected", "Failed", "Held"];
+const RESULTS: [&str; 6] = ["Applied", "Unchanged", "Rejected", "Failed", "Held", "Waiting"];
 
 /// `text` cleaned and cut to `max` characters; what was cut is noted as `field`.
 fn bound(text: &mut String, max: usize, field: &str, cut: &mut Vec<String>) {

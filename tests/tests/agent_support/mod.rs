@@ -276,7 +276,29 @@ pub fn live_status(listen: &str) -> serde_json::Value {
 /// The value of a metric line `series` (exact series text) at `listen`, 0 when absent.
 pub fn metric(listen: &str, series: &str) -> f64 {
     let body = http_get(listen, "/metrics").map(|r| r.1).unwrap_or_default();
-    body.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+    sample_sum(&body, series)
+}
+
+/// The sum of the samples on the page `body` of `series` (`name` or `name{label="v",...}`):
+/// every line of that name whose labels include the given ones (the agent labels each
+/// series with its source too), 0 when there is none.
+pub fn sample_sum(body: &str, series: &str) -> f64 {
+    let series = series.trim();
+    let (name, want): (&str, Vec<&str>) = match series.split_once('{') {
+        Some((n, rest)) => (n, rest.trim_end_matches('}').split(',').filter(|s| !s.is_empty()).collect()),
+        None => (series, Vec::new()),
+    };
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (head, value) = l.rsplit_once(' ')?;
+            let (n, labels) = match head.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}').split(',').collect::<Vec<_>>()),
+                None => (head, Vec::new()),
+            };
+            (n == name && want.iter().all(|w| labels.contains(w))).then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
 }
 
 impl Fx {

@@ -154,11 +154,16 @@ impl Env {
     /// Like [`Env::push`] to another source `reference`; returns push's JSON output
     /// (`digest`, `sequence`, ...).
     pub fn push_to(&self, reference: &str, docs: &[String], extra: &[&str]) -> Value {
+        self.push_signed(reference, docs, &self.path("keys/drover.key"), extra)
+    }
+
+    /// Like [`Env::push_to`], signed with the private key `key` (e.g. another team's,
+    /// made with [`Env::keygen`]).
+    pub fn push_signed(&self, reference: &str, docs: &[String], key: &Path, extra: &[&str]) -> Value {
         let seq = SEQ.fetch_add(1, Ordering::SeqCst);
         let input = self.path(&format!("input-{seq}"));
         std::fs::create_dir_all(&input).unwrap();
         std::fs::write(input.join("all.yaml"), docs.join("---\n")).unwrap();
-        let key = self.path("keys/drover.key");
         let sequence = (seq + 100).to_string();
         let mut args = vec!["push", input.to_str().unwrap(), reference, "--plain-http", "--key", key.to_str().unwrap(), "--sequence", &sequence, "-o", "json"];
         args.extend_from_slice(extra);
@@ -167,6 +172,15 @@ impl Env {
         let v = out.json();
         assert!(v["digest"].is_string(), "no digest in {v}");
         v
+    }
+
+    /// Makes a key pair with the real `drover keygen` in `keys-<name>/`; returns the paths
+    /// of the private and the public key.
+    pub fn keygen(&self, name: &str) -> (PathBuf, PathBuf) {
+        let dir = self.path(&format!("keys-{name}"));
+        let out = run("drover", &["keygen", "--out-dir", dir.to_str().unwrap()], &[("DROVER_KEY_PASSWORD", "")]);
+        assert_eq!(out.code, 0, "keygen: {}", out.stderr);
+        (dir.join("drover.key"), dir.join("drover.pub"))
     }
 
     /// Runs `drover-agent run --once --target kube` (resync 0s: every run re-applies),

@@ -1,9 +1,12 @@
-//! The connection to one cluster: the clients (the one for the bundle's objects, which
-//! impersonates `--service-account` when set, and the agent's own for its state), the
-//! target's options, a reachability probe and reading one live object. The other `kube`
+//! The connection to one cluster: one client shared by every source ([`KubeCluster`]), and
+//! per source a [`KubeTarget`] with its handles on it (the one for the bundle's objects,
+//! which impersonates `--service-account` when set, and the agent's own for its state),
+//! its options, a reachability probe and reading one live object. The other `kube`
 //! modules take a [`KubeTarget`].
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use drover_proto::object::ObjectRef;
@@ -12,6 +15,7 @@ use serde_json::Value;
 
 use super::discovery::{ResolveError, Resolver};
 use super::retry::{with_retry, RetryPolicy};
+use super::writes::WriteCounter;
 use crate::targets::{TargetError, TargetRecord};
 
 /// Settings of the kube target.
@@ -46,87 +50,136 @@ impl Default for KubeOptions {
     }
 }
 
-/// The Kubernetes target.
+/// What the kube targets of every source share: one client (one connection pool, the
+/// agent's credentials), the discovery cache, the in-cluster records last read or written
+/// and the Events recorder. Each source's [`KubeTarget`] is a view of it
+/// ([`KubeCluster::target`]) with its own options, impersonation and write count.
+pub struct KubeCluster {
+    /// The one client, with the agent's own identity (leader election uses it too).
+    base: Client,
+    cluster: String,
+    default_namespace: String,
+    resolver: Arc<Resolver>,
+    records: Arc<Mutex<HashMap<String, TargetRecord>>>,
+    events: Arc<super::events::Recorder>,
+}
+
+impl KubeCluster {
+    /// Connects with the in-cluster config or `KUBECONFIG` (as `kubectl` does). Does not
+    /// talk to the server yet. Events go to `state_namespace`; discovery retries as `retry`.
+    pub async fn connect(state_namespace: &str, retry: RetryPolicy) -> Result<Self, TargetError> {
+        let config = Config::infer().await.map_err(|e| {
+            TargetError::Unavailable(format!("no Kubernetes configuration: {e} (run in a pod with a service account, or set KUBECONFIG)"))
+        })?;
+        let cluster = config.cluster_url.to_string();
+        let default_namespace = config.default_namespace.clone();
+        // kube picks the aws-lc-rs rustls provider itself when none is installed.
+        let base = Client::try_from(config).map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")))?;
+        // Discovery with the agent's own identity, shared: a CRD one source applies is
+        // known to the others at once.
+        let resolver = Arc::new(Resolver::new(base.clone(), retry));
+        let events = Arc::new(super::events::Recorder::new(base.clone(), state_namespace));
+        Ok(KubeCluster { base, cluster, default_namespace, resolver, records: Arc::default(), events })
+    }
+
+    /// `kube (URL)`.
+    pub fn describe(&self) -> String {
+        format!("kube ({})", self.cluster)
+    }
+
+    /// The one client (the agent's own identity).
+    pub fn client(&self) -> Client {
+        self.base.clone()
+    }
+
+    /// A handle on the one client that counts the writes sent through it into `writes`
+    /// and, with `impersonate`, asks the API server to act as that user (the
+    /// `Impersonate-User` header, as kubectl's `--as`; the server gives a service account
+    /// its groups itself).
+    fn handle(&self, writes: &WriteCounter, impersonate: Option<&str>) -> Result<Client, TargetError> {
+        let base = self.base.clone();
+        let send = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let base = base.clone();
+            async move { base.send(req).await }
+        });
+        let user = match impersonate {
+            Some(u) => Some(http::HeaderValue::from_str(u).map_err(|e| TargetError::Unavailable(format!("impersonating {u:?}: {e}")))?),
+            None => None,
+        };
+        let counter = writes.clone();
+        let svc = tower::ServiceBuilder::new()
+            .map_request(move |mut req: http::Request<kube::client::Body>| {
+                counter.observe(&req);
+                if let Some(u) = &user {
+                    req.headers_mut().insert("Impersonate-User", u.clone());
+                }
+                req
+            })
+            .service(send);
+        Ok(Client::new(svc, self.default_namespace.clone()))
+    }
+
+    /// The target of one source: its options, its clients (the bundle's objects
+    /// impersonate `opts.impersonate` when set; its state with the agent's identity), its
+    /// write count.
+    pub fn target(&self, opts: KubeOptions) -> Result<KubeTarget, TargetError> {
+        let writes = WriteCounter::default();
+        let own = self.handle(&writes, None)?;
+        let client = match &opts.impersonate {
+            Some(user) => self.handle(&writes, Some(user))?,
+            None => own.clone(),
+        };
+        Ok(KubeTarget {
+            client,
+            own,
+            cluster: self.cluster.clone(),
+            opts,
+            resolver: self.resolver.clone(),
+            records: self.records.clone(),
+            writes,
+            events: self.events.clone(),
+            minor: AtomicU8::new(0),
+            openapi: Default::default(),
+            sources: Default::default(),
+        })
+    }
+}
+
+/// The Kubernetes target of one source.
 pub struct KubeTarget {
     /// Client for the bundle's objects (impersonating `opts.impersonate` when set):
-    /// discovery, apply, health, prune.
+    /// apply, health, prune.
     pub(super) client: Client,
     /// Client with the agent's own identity: the in-cluster state.
     pub(super) own: Client,
     pub(super) cluster: String,
     pub(super) opts: KubeOptions,
-    pub(super) resolver: Resolver,
+    /// Discovery (shared by every source, the agent's identity).
+    pub(super) resolver: Arc<Resolver>,
     /// The in-cluster record last read or written per source ([`super::state`]): a
     /// write that would only move `appliedAt` is not sent.
-    pub(super) records: std::sync::Mutex<std::collections::HashMap<String, TargetRecord>>,
+    pub(super) records: Arc<Mutex<HashMap<String, TargetRecord>>>,
     /// Writes sent through `client` and `own` ([`super::writes`]).
-    pub(super) writes: super::writes::WriteCounter,
-    /// The Events about this target's sources ([`super::events`]), with the agent's identity.
-    pub(super) events: super::events::Recorder,
+    pub(super) writes: WriteCounter,
+    /// The Events about the sources ([`super::events`]), with the agent's identity.
+    pub(super) events: Arc<super::events::Recorder>,
     /// The server's Kubernetes minor (`/version`, read by every probe; 0 until read).
     minor: AtomicU8,
     /// Schemas from the server's OpenAPI, per group-version ([`super::schemas`]).
     pub(super) openapi: OpenApiCache,
     /// Where each kind's schema came from ([`super::schemas`]), for `status`.
-    sources: std::sync::Mutex<std::collections::BTreeMap<(String, String), crate::targets::SchemaSource>>,
+    sources: Mutex<std::collections::BTreeMap<(String, String), crate::targets::SchemaSource>>,
 }
 
 /// The schemas one group-version's OpenAPI document gave, by kind (None: the server
 /// serves no OpenAPI for it, or reading it failed).
-pub(super) type OpenApiCache = tokio::sync::Mutex<std::collections::HashMap<String, Option<std::sync::Arc<std::collections::HashMap<String, drover_ssa::Schema>>>>>;
+pub(super) type OpenApiCache = tokio::sync::Mutex<HashMap<String, Option<Arc<HashMap<String, drover_ssa::Schema>>>>>;
 
 impl KubeTarget {
-    /// Connects with the in-cluster config or `KUBECONFIG` (as `kubectl` does). Does not
-    /// talk to the server yet.
+    /// Connects a target of its own (one source): [`KubeCluster::connect`], then
+    /// [`KubeCluster::target`].
     pub async fn connect(opts: KubeOptions) -> Result<Self, TargetError> {
-        let config = Config::infer().await.map_err(|e| {
-            TargetError::Unavailable(format!("no Kubernetes configuration: {e} (run in a pod with a service account, or set KUBECONFIG)"))
-        })?;
-        Self::from_config(config, opts)
-    }
-
-    /// Builds the target from a client configuration: the agent's own client, and the
-    /// one for the bundle's objects (impersonating when `opts.impersonate` is set).
-    fn from_config(config: Config, opts: KubeOptions) -> Result<Self, TargetError> {
-        let cluster = config.cluster_url.to_string();
-        let writes = super::writes::WriteCounter::default();
-        let build = |c: Config| -> Result<Client, TargetError> {
-            let counter = writes.clone();
-            let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-                counter.observe(&req);
-                req
-            });
-            Ok(kube::client::ClientBuilder::try_from(c)
-                .map_err(|e| TargetError::Unavailable(format!("Kubernetes client for {cluster}: {e}")))?
-                .with_layer(&count)
-                .build())
-        };
-        // kube picks the aws-lc-rs rustls provider itself when none is installed.
-        let own = build(config.clone())?;
-        let client = match &opts.impersonate {
-            Some(user) => {
-                let mut c = config;
-                c.auth_info.impersonate = Some(user.clone());
-                // The API server gives an impersonated service account its groups itself.
-                c.auth_info.impersonate_groups = None;
-                build(c)?
-            }
-            None => own.clone(),
-        };
-        let events = super::events::Recorder::new(own.clone(), &opts.state_namespace);
-        Ok(KubeTarget {
-            client: client.clone(),
-            own,
-            cluster,
-            resolver: Resolver::new(client, opts.retry),
-            opts,
-            records: Default::default(),
-            writes,
-            events,
-            minor: AtomicU8::new(0),
-            openapi: Default::default(),
-            sources: Default::default(),
-        })
+        KubeCluster::connect(&opts.state_namespace, opts.retry).await?.target(opts)
     }
 
     /// One cheap request (`/version`): fails with [`TargetError::Unavailable`] when the

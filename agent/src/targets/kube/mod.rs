@@ -32,7 +32,7 @@ pub mod writes;
 
 use std::time::Duration;
 
-pub use self::cluster::{KubeOptions, KubeTarget};
+pub use self::cluster::{KubeCluster, KubeOptions, KubeTarget};
 use drover_proto::object::ObjectRef;
 
 use super::{ApplyReport, ApplyRequest, BoxFuture, HealthReport, NamespaceContents, ObjectPlan, PruneReport, PruneRequest, Target, TargetError, TargetHold, TargetRecord};

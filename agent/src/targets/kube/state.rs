@@ -33,8 +33,8 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, Patch, PatchParams};
 use sha2::Digest;
 
-use super::cluster::KubeTarget;
-use super::retry::with_retry;
+use super::cluster::{KubeCluster, KubeTarget};
+use super::retry::{with_retry, RetryPolicy};
 use crate::hold::ANN_HOLD;
 use crate::targets::{TargetError, TargetHold, TargetRecord};
 
@@ -134,12 +134,12 @@ fn describe(t: &KubeTarget, source: &str) -> String {
     format!("in-cluster state ConfigMap {}/{}", t.opts.state_namespace, configmap_name(source))
 }
 
-impl KubeTarget {
+impl KubeCluster {
     /// Whether the state namespace exists (`Ok(false)`: the API server said it does not);
     /// `Err` when it cannot tell (unreachable, not allowed to get namespaces).
-    pub async fn state_namespace_exists(&self) -> Result<bool, String> {
-        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.own.clone());
-        match with_retry(&self.opts.retry, || api.get_opt(&self.opts.state_namespace)).await {
+    pub async fn state_namespace_exists(&self, namespace: &str) -> Result<bool, String> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client());
+        match with_retry(&RetryPolicy::default(), || api.get_opt(namespace)).await {
             Ok(found) => Ok(found.is_some()),
             Err(f) if f.not_found() => Ok(false),
             Err(f) => Err(f.message),
