@@ -22,6 +22,10 @@ pub enum DriftKind {
     Changed,
     /// It is gone from the target.
     Missing,
+    /// Whether it drifted cannot be told (it cannot be read, or the target's check of it
+    /// failed): the reason says why. Reported, never dropped: an object a tenant made
+    /// unreadable is not "no drift".
+    Unknown,
 }
 
 impl std::fmt::Display for DriftKind {
@@ -29,6 +33,7 @@ impl std::fmt::Display for DriftKind {
         f.write_str(match self {
             DriftKind::Changed => "changed",
             DriftKind::Missing => "missing",
+            DriftKind::Unknown => "unknown",
         })
     }
 }
@@ -47,6 +52,9 @@ pub struct DriftedObject {
     pub fields: Vec<String>,
     /// Since when (RFC 3339): the first resync that found it drifted.
     pub since: String,
+    /// Why its drift is [`DriftKind::Unknown`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The drifted objects among `plans` (what re-applying the bundle would do), keeping the
@@ -55,18 +63,15 @@ pub fn drifted(plans: &[ObjectPlan], previous: &[DriftedObject], now: &str) -> V
     plans
         .iter()
         .filter_map(|p| {
-            let drift = match p.action {
-                PlanAction::Update => DriftKind::Changed,
-                PlanAction::Create => DriftKind::Missing,
-                PlanAction::Failed => {
-                    tracing::warn!("drift check of {}: {}", p.object, p.message);
-                    return None;
-                }
+            let (drift, reason) = match p.action {
+                PlanAction::Update => (DriftKind::Changed, None),
+                PlanAction::Create => (DriftKind::Missing, None),
+                PlanAction::Failed => (DriftKind::Unknown, Some(p.message.clone())),
                 _ => return None,
             };
             let fields: Vec<String> = p.diff.iter().map(|c| c.path.clone()).filter(|f| !f.is_empty()).collect();
             let since = previous.iter().find(|d| d.object == p.object && d.drift == drift).map(|d| d.since.clone()).unwrap_or_else(|| now.to_string());
-            Some(DriftedObject { object: p.object.clone(), drift, fields, since })
+            Some(DriftedObject { object: p.object.clone(), drift, fields, since, reason })
         })
         .collect()
 }
@@ -79,13 +84,14 @@ pub fn describe(drifted: &[DriftedObject]) -> String {
     let named: Vec<String> = drifted.iter().take(NAMED).map(one).collect();
     let more = drifted.len().saturating_sub(NAMED);
     let tail = if more > 0 { format!("; and {more} more") } else { String::new() };
-    format!("drift reported, not corrected (--drift report): {} object(s) differ from the applied bundle: {}{tail}", drifted.len(), named.join("; "))
+    format!("drift reported, not corrected (--drift report): {} object(s) differ from the applied bundle or cannot be checked: {}{tail}", drifted.len(), named.join("; "))
 }
 
-/// `ConfigMap app/a (v1): changed data.v, data.w`.
+/// `ConfigMap app/a (v1): changed data.v, data.w`, `... : unknown (why)`.
 pub fn one(d: &DriftedObject) -> String {
     match (d.drift, d.fields.is_empty()) {
         (DriftKind::Changed, false) => format!("{}: changed {}", d.object, d.fields.join(", ")),
+        (DriftKind::Unknown, _) => format!("{}: unknown ({})", d.object, d.reason.as_deref().unwrap_or("the check failed")),
         (kind, _) => format!("{}: {kind}", d.object),
     }
 }
@@ -106,13 +112,15 @@ mod tests {
             ObjectPlan { object: obj("a"), action: PlanAction::Update, message: String::new(), diff: vec![field("data.v")] },
             ObjectPlan::with(obj("b"), PlanAction::Create, ""),
             ObjectPlan::with(obj("c"), PlanAction::Unchanged, ""),
+            ObjectPlan::with(obj("d"), PlanAction::Failed, "reading the live object: HTTP 500"),
         ];
         let first = drifted(&plans, &[], "t1");
-        assert_eq!(first.len(), 2);
+        assert_eq!(first.len(), 3);
+        assert_eq!((first[2].drift, first[2].reason.as_deref()), (DriftKind::Unknown, Some("reading the live object: HTTP 500")), "a check that failed is reported, not dropped");
         assert_eq!((first[0].drift, first[0].fields.as_slice(), first[1].drift), (DriftKind::Changed, ["data.v".to_string()].as_slice(), DriftKind::Missing));
         let again = drifted(&plans, &first, "t2");
         assert_eq!(again[0].since, "t1", "still drifted: since the first resync that saw it");
-        assert!(describe(&again).contains("ConfigMap app/a (v1): changed data.v; ConfigMap app/b (v1): missing"), "{}", describe(&again));
+        assert!(describe(&again).contains("ConfigMap app/a (v1): changed data.v; ConfigMap app/b (v1): missing; ConfigMap app/d (v1): unknown (reading the live object: HTTP 500)"), "{}", describe(&again));
         assert_eq!(describe(&[]), "");
     }
 }

@@ -26,6 +26,7 @@ pub mod leader;
 pub mod local;
 pub mod memory;
 pub mod metrics;
+pub mod offload;
 pub mod order;
 pub mod owned;
 pub mod pipeline;
@@ -59,19 +60,28 @@ use clap::Parser;
 use crate::cli::{Cli, Command, RunArgs};
 use crate::config::{ConfigFile, LogFormat, Settings};
 
+/// The kube client's own log lines that quote a whole response body (its decoder failed:
+/// the body may be a Secret): never written, whatever `DROVER_LOG` says. drover reads the
+/// objects it manages itself ([`targets::kube::read`]) and names what it cannot read.
+fn quotes_bodies(meta: &tracing::Metadata<'_>) -> bool {
+    meta.target() == "kube_client::client" && *meta.level() == tracing::Level::WARN
+}
+
 /// Starts logging to stderr in `format` (`DROVER_LOG` filters, default info).
 pub fn init_logs(format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
     // Log lines carry registry and cluster text: cleaned on the way out, so no colours.
     let json = format == LogFormat::Json;
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(move || drover_proto::text::clean::Writer::new(std::io::stderr(), json))
-        .with_ansi(false);
-    match format {
-        LogFormat::Json => b.json().init(),
-        LogFormat::Text => b.init(),
-    }
+    let layer = tracing_subscriber::fmt::layer().with_writer(move || drover_proto::text::clean::Writer::new(std::io::stderr(), json)).with_ansi(false);
+    let layer = match format {
+        LogFormat::Json => layer.json().boxed(),
+        LogFormat::Text => layer.boxed(),
+    };
+    let quiet = tracing_subscriber::filter::filter_fn(|m| !quotes_bodies(m));
+    tracing_subscriber::registry().with(layer.with_filter(filter).with_filter(quiet)).init();
 }
 
 /// The whole program: parses the command line and runs it. Returns the exit code.

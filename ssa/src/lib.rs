@@ -16,8 +16,10 @@
 
 pub mod builtin;
 pub mod crd;
+pub mod deep;
 pub mod defaults;
 pub mod fieldpath;
+pub mod live;
 pub mod openapi;
 pub mod quantity;
 pub mod roundtrip;

@@ -52,8 +52,9 @@ impl Entry {
     }
 
     fn to_json(&self) -> Value {
-        let mut v = json!({"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version,
-            "fieldsType": "FieldsV1", "fieldsV1": self.set.to_fields_v1()});
+        let mut v = json!({"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version, "fieldsType": "FieldsV1"});
+        // Set, not through `json!` (which would copy it with a recursive serializer).
+        v["fieldsV1"] = self.set.to_fields_v1();
         if let Some(t) = &self.time {
             v["time"] = json!(t);
         }
@@ -87,11 +88,43 @@ pub fn read_entries(object: &Value) -> Result<Vec<Entry>, String> {
         .collect()
 }
 
+/// Entries with fields, in the server's order (operation, time, manager).
+fn in_order(entries: &[Entry]) -> Vec<&Entry> {
+    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.set.is_empty()).collect();
+    sorted.sort_by(|a, b| (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(&b.operation, &b.time, &b.manager, &b.api_version, &b.subresource)));
+    sorted
+}
+
+/// `metadata.managedFields` as JSON text (the server's order), written without a
+/// [`Value`] tree: for a request body that sends entries back as they are (one may nest
+/// 10,000 deep).
+pub fn entries_json(entries: &[Entry]) -> String {
+    let mut out = String::from("[");
+    for (i, e) in in_order(entries).into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let mut head = json!({"manager": e.manager, "operation": e.operation, "apiVersion": e.api_version, "fieldsType": "FieldsV1"});
+        if let Some(t) = &e.time {
+            head["time"] = json!(t);
+        }
+        if let Some(s) = &e.subresource {
+            head["subresource"] = json!(s);
+        }
+        let head = head.to_string();
+        out.push_str(&head[..head.len() - 1]);
+        out.push_str(",\"fieldsV1\":");
+        e.set.write_fields_v1(&mut out);
+        out.push('}');
+    }
+    out.push(']');
+    out
+}
+
 /// Writes entries into `metadata.managedFields` (in the server's order: operation,
 /// time, manager), or removes the list when there are none.
 pub fn write_entries(object: &mut Value, entries: &[Entry]) {
-    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.set.is_empty()).collect();
-    sorted.sort_by(|a, b| (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(&b.operation, &b.time, &b.manager, &b.api_version, &b.subresource)));
+    let sorted = in_order(entries);
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         if sorted.is_empty() {
             meta.remove("managedFields");
@@ -163,32 +196,42 @@ fn ignored(schema: &Schema, object: &Value, subresource: Option<&str>) -> Set {
     s
 }
 
-fn without_managed_fields(object: &Value) -> Value {
-    let mut o = object.clone();
-    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
+/// `object` without `metadata.managedFields` (copied without them: 10,000 entries are
+/// never copied to be thrown away).
+pub fn without_managed_fields(object: &Value) -> Value {
+    match object {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("metadata", Value::Object(m)) => (k.clone(), Value::Object(m.iter().filter(|(mk, _)| *mk != "managedFields").map(|(mk, mv)| (mk.clone(), mv.clone())).collect())),
+                    _ => (k.clone(), v.clone()),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
     }
-    o
 }
 
-fn to_managers(entries: &[Entry]) -> (Managers, BTreeMap<String, Entry>) {
+/// The managers of `entries` (their sets moved, not copied) and each entry's other fields.
+fn to_managers(entries: Vec<Entry>) -> (Managers, BTreeMap<String, Entry>) {
     let mut managers = Managers::new();
     let mut info = BTreeMap::new();
-    for e in entries {
+    for mut e in entries {
         let id = e.identity();
-        managers.insert(id.clone(), Owned { set: e.set.clone(), api_version: e.api_version.clone(), applied: e.operation == "Apply" });
-        info.insert(id, e.clone());
+        let set = std::mem::take(&mut e.set);
+        managers.insert(id.clone(), Owned { set, api_version: e.api_version.clone(), applied: e.operation == "Apply" });
+        info.insert(id, e);
     }
     (managers, info)
 }
 
-fn from_managers(managers: &Managers, info: &BTreeMap<String, Entry>) -> Vec<Entry> {
+fn from_managers(managers: Managers, mut info: BTreeMap<String, Entry>) -> Vec<Entry> {
     managers
-        .iter()
+        .into_iter()
         .filter_map(|(id, o)| {
-            let mut e = info.get(id)?.clone();
-            e.set = o.set.clone();
-            e.api_version = o.api_version.clone();
+            let mut e = info.remove(&id)?;
+            e.set = o.set;
+            e.api_version = o.api_version;
             Some(e)
         })
         .collect()
@@ -236,33 +279,43 @@ pub fn normalize(schema: &Schema, object: &mut Value) -> Vec<String> {
 /// A server-side apply of `config` onto `live` (None: the object does not exist yet).
 /// Returns the object to store, managed fields included.
 pub fn apply(schema: &Schema, live: Option<&Value>, config: &Value, w: &Write, force: bool) -> Result<Value, WriteError> {
+    let entries = match live {
+        Some(l) => read_entries(l).map_err(WriteError::Invalid)?,
+        None => Vec::new(),
+    };
+    let content = live.map(without_managed_fields);
+    let (mut stored, entries) = apply_parts(schema, content.as_ref(), entries, config, w, force)?;
+    write_entries(&mut stored, &entries);
+    Ok(stored)
+}
+
+/// [`apply`] on a live object given as its content (without `metadata.managedFields`) and
+/// its entries, read once; returns the stored content and entries the same way.
+pub fn apply_parts(schema: &Schema, live: Option<&Value>, mut entries: Vec<Entry>, config: &Value, w: &Write, force: bool) -> Result<(Value, Vec<Entry>), WriteError> {
     if let Some(first) = unknown_fields(schema, config).first() {
         return Err(WriteError::Unknown(format!("{first}: field not declared in schema")));
     }
     if config.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
         return Err(WriteError::Invalid("metadata.managedFields must be nil".into()));
     }
-    let mut entries = match live {
-        Some(l) => read_entries(l).map_err(WriteError::Invalid)?,
-        None => Vec::new(),
-    };
-    let live_obj = live.map(without_managed_fields).unwrap_or_else(|| json!({}));
+    let empty = json!({});
+    let live_obj = live.unwrap_or(&empty);
     if live.is_some() && entries.is_empty() {
         // Nobody owned anything: the server records who did first.
         let first = Write { manager: "before-first-apply", api_version: w.api_version, subresource: None, now: w.now };
         let mut managers = Managers::new();
-        let ig = ignored(schema, &live_obj, None);
-        update::update(&json!({}), &live_obj, Scope { ty: &schema.root, ignored: &ig, version: w.api_version }, &mut managers, "current-operation");
+        let ig = ignored(schema, live_obj, None);
+        update::update(&json!({}), live_obj, Scope { ty: &schema.root, ignored: &ig, version: w.api_version }, &mut managers, "current-operation");
         if let Some(o) = managers.remove("current-operation") {
             entries.push(Entry { manager: first.manager.into(), operation: "Update".into(), api_version: w.api_version.into(), time: Some(w.now.into()), subresource: None, set: o.set.difference(&strip_set()) });
         }
     }
     let me = Entry { manager: w.manager.into(), operation: "Apply".into(), api_version: w.api_version.into(), time: Some(w.now.into()), subresource: w.subresource.map(str::to_string), set: Set::new() };
     let my_id = me.identity();
-    let (mut managers, mut info) = to_managers(&entries);
+    let (mut managers, mut info) = to_managers(entries);
     info.entry(my_id.clone()).or_insert(me);
     let ig = ignored(schema, config, w.subresource);
-    let merged = update::apply(&live_obj, config, Scope { ty: &schema.root, ignored: &ig, version: w.api_version }, &mut managers, &my_id, force).map_err(|conflicts| {
+    let merged = update::apply(live_obj, config, Scope { ty: &schema.root, ignored: &ig, version: w.api_version }, &mut managers, &my_id, force).map_err(|conflicts| {
         let printed: Vec<(String, String)> = conflicts
             .iter()
             .map(|c| (info.get(&c.manager).map(Entry::printed).unwrap_or_else(|| format!("{:?}", c.manager)), display(&c.path)))
@@ -273,7 +326,7 @@ pub fn apply(schema: &Schema, live: Option<&Value>, config: &Value, w: &Write, f
         o.set = o.set.difference(&strip_set());
     }
     managers.retain(|_, o| !o.set.is_empty());
-    let changed = !crate::typed::value_eq(&live_obj, &merged);
+    let changed = !crate::typed::value_eq(live_obj, &merged);
     if let Some(e) = info.get_mut(&my_id) {
         if changed || live.is_none() {
             e.time = Some(w.now.into());
@@ -283,9 +336,7 @@ pub fn apply(schema: &Schema, live: Option<&Value>, config: &Value, w: &Write, f
     let mut stored = merged;
     keep_other_side(schema, live, &mut stored, w.subresource);
     normalize(schema, &mut stored);
-    let entries = from_managers(&managers, &info);
-    write_entries(&mut stored, &entries);
-    Ok(stored)
+    Ok((stored, from_managers(managers, info)))
 }
 
 /// Fields of `object` its schema does not declare (`.spec.foo`), as the server reports
@@ -315,7 +366,7 @@ pub fn update(schema: &Schema, live: Option<&Value>, new: &Value, w: &Write) -> 
     let mut new_obj = without_managed_fields(new);
     keep_other_side(schema, live, &mut new_obj, w.subresource);
     normalize(schema, &mut new_obj);
-    let (mut managers, mut info) = to_managers(&entries);
+    let (mut managers, mut info) = to_managers(entries);
     let ig = ignored(schema, &new_obj, w.subresource);
     update::update(&live_obj, &new_obj, Scope { ty: &schema.root, ignored: &ig, version: w.api_version }, &mut managers, "current-operation");
     if let Some(op) = managers.remove("current-operation") {
@@ -328,7 +379,7 @@ pub fn update(schema: &Schema, live: Option<&Value>, new: &Value, w: &Write) -> 
         }
     }
     let mut stored = new_obj;
-    write_entries(&mut stored, &from_managers(&managers, &info));
+    write_entries(&mut stored, &from_managers(managers, info));
     Ok(stored)
 }
 
@@ -371,6 +422,19 @@ mod tests {
         assert_eq!(first.set.to_fields_v1(), json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}}));
         // b is not drover's: it stays.
         assert_eq!(out["data"], json!({"a": "1", "b": "2"}));
+    }
+
+    #[test]
+    fn entries_written_as_text_read_back_as_written_as_values() {
+        let v = json!({"metadata": {"managedFields": [
+            {"manager": "b", "operation": "Update", "apiVersion": "v1", "time": "t2", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:a": {}}, "f:metadata": {"f:labels": {"f:x": {}}}}},
+            {"manager": "a", "operation": "Apply", "apiVersion": "v1", "time": "t1", "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"k:{\"type\":\"Ready\"}": {".": {}, "f:type": {}}}}}]}});
+        let entries = read_entries(&v).unwrap();
+        let mut written = json!({"metadata": {}});
+        write_entries(&mut written, &entries);
+        let text: Value = serde_json::from_str(&entries_json(&entries)).unwrap();
+        assert_eq!(text, written["metadata"]["managedFields"]);
+        assert_eq!(text[0]["manager"], "a", "the server's order");
     }
 
     #[test]

@@ -5,10 +5,15 @@
 use crate::fieldpath::{Path, Pe, Set};
 use crate::schema::{Atom, ListKind, MapAtom, Type};
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Structured-merge-diff's value equality: deep, and numbers by value (`1 == 1.0`).
 pub fn value_eq(a: &Value, b: &Value) -> bool {
+    crate::deep::guard(|| value_eq_level(a, b))
+}
+
+fn value_eq_level(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(i), Some(j)) => i == j,
@@ -61,39 +66,44 @@ pub fn to_field_set(value: &Value, ty: &Type) -> Set {
 }
 
 fn walk_set(value: &Value, ty: &Type) -> (Set, bool) {
-    match ty.atom(Some(value)) {
+    crate::deep::guard(|| match ty.atom(Some(value)) {
         Atom::Scalar(_) => (Set::new(), true),
         Atom::List(_, ListKind::Atomic) => (Set::new(), true),
         Atom::List(elem, kind) => {
-            let mut set = Set::new();
-            let Some(items) = value.as_array() else { return (set, false) };
+            let Some(items) = value.as_array() else { return (Set::new(), false) };
             let pes: Vec<Option<Pe>> = items.iter().map(|i| item_pe(&elem, &kind, i)).collect();
-            for (i, item) in items.iter().enumerate() {
-                let Some(pe) = &pes[i] else { continue };
-                let duplicate = pes.iter().filter(|p| p.as_ref() == Some(pe)).count() > 1;
-                set.insert_member(pe.clone());
-                if !duplicate {
-                    set.insert_child(pe.clone(), walk_set(item, &elem).0);
+            let mut seen: HashMap<&Pe, usize> = HashMap::with_capacity(pes.len());
+            for pe in pes.iter().flatten() {
+                *seen.entry(pe).or_default() += 1;
+            }
+            let mut members = Vec::with_capacity(items.len());
+            let mut children = Vec::with_capacity(items.len());
+            for (item, pe) in items.iter().zip(&pes) {
+                let Some(pe) = pe else { continue };
+                members.push(pe.clone());
+                if seen[pe] == 1 {
+                    children.push((pe.clone(), walk_set(item, &elem).0));
                 }
             }
-            (set, false)
+            (Set::from_parts(members, children), false)
         }
         Atom::Map(m) if m.atomic => (Set::new(), true),
         Atom::Map(m) => {
-            let mut set = Set::new();
-            let Some(obj) = value.as_object() else { return (set, false) };
+            let Some(obj) = value.as_object() else { return (Set::new(), false) };
+            let mut members = Vec::new();
+            let mut children = Vec::with_capacity(obj.len());
             for (k, v) in obj {
                 let (cty, declared) = m.child(k);
                 let (cs, member) = walk_set(v, &cty);
                 let pe = Pe::Field(k.clone());
                 if member || v.is_null() || is_empty_map(v) || !declared {
-                    set.insert_member(pe.clone());
+                    members.push(pe.clone());
                 }
-                set.insert_child(pe, cs);
+                children.push((pe, cs));
             }
-            (set, false)
+            (Set::from_parts(members, children), false)
         }
-    }
+    })
 }
 
 /// What the merge does at a leaf.
@@ -134,21 +144,30 @@ impl Comparison {
     }
 }
 
-impl Rule for Comparison {
+/// The comparison's rule: the differing paths, collected in walk order and made sets
+/// at the end (in one sorted pass, not one insertion each). It builds no merged value.
+#[derive(Default)]
+struct Differ {
+    added: Vec<Path>,
+    removed: Vec<Path>,
+    modified: Vec<Path>,
+}
+
+impl Rule for Differ {
     fn leaf(&mut self, path: &Path, lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value> {
         match (lhs, rhs) {
-            (None, _) => self.added.insert(path),
-            (_, None) => self.removed.insert(path),
-            (Some(l), Some(r)) if !value_eq(l, r) => self.modified.insert(path),
+            (None, _) => self.added.push(path.clone()),
+            (_, None) => self.removed.push(path.clone()),
+            (Some(l), Some(r)) if !value_eq(l, r) => self.modified.push(path.clone()),
             _ => {}
         }
-        rhs.or(lhs).cloned()
+        None
     }
 
     fn after_item(&mut self, path: &Path, lhs: Option<&Value>, rhs: Option<&Value>) {
         match (lhs, rhs) {
-            (None, _) => self.added.insert(path),
-            (_, None) => self.removed.insert(path),
+            (None, _) => self.added.push(path.clone()),
+            (_, None) => self.removed.push(path.clone()),
             _ => {}
         }
     }
@@ -156,12 +175,16 @@ impl Rule for Comparison {
 
 /// Compares `lhs` (old) with `rhs` (new).
 pub fn compare(lhs: &Value, rhs: &Value, ty: &Type) -> Comparison {
-    let mut c = Comparison::default();
-    walk_merge(&mut c, &mut Vec::new(), Some(lhs), Some(rhs), ty);
-    c
+    let mut d = Differ::default();
+    walk_merge(&mut d, &mut Vec::new(), Some(lhs), Some(rhs), ty);
+    Comparison { added: Set::from_paths(d.added), removed: Set::from_paths(d.removed), modified: Set::from_paths(d.modified) }
 }
 
 fn walk_merge(rule: &mut dyn Rule, path: &mut Path, lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type) -> Option<Value> {
+    crate::deep::guard(|| walk_merge_level(rule, path, lhs, rhs, ty))
+}
+
+fn walk_merge_level(rule: &mut dyn Rule, path: &mut Path, lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type) -> Option<Value> {
     // A `null` side takes the other side's shape (structured-merge-diff keeps every
     // possible shape for a null and prefers a map): a map removed down to nothing is
     // still a map, its key not a changed leaf.
@@ -210,29 +233,26 @@ fn merge_map(rule: &mut dyn Rule, path: &mut Path, l: Option<&Map<String, Value>
 /// applied order for items both sides hold, live-only items kept where they were.
 fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], elem: &Arc<Type>, kind: &ListKind) -> Option<Value> {
     // Path elements in order with their items, and each item by its element (None when
-    // duplicated: a duplicate is not merged with anything).
-    type Indexed<'a> = (Vec<(Pe, &'a Value)>, Vec<(Pe, Option<&'a Value>)>);
-    fn index<'a>(items: &'a [Value], elem: &Type, kind: &ListKind) -> Indexed<'a> {
-        let mut pes = Vec::with_capacity(items.len());
-        let mut seen: Vec<(Pe, Option<&Value>)> = Vec::with_capacity(items.len());
-        for item in items {
-            let Some(pe) = item_pe(elem, kind, item) else { continue };
-            match seen.iter_mut().find(|(p, _)| *p == pe) {
-                Some(slot) => slot.1 = None,
-                None => seen.push((pe.clone(), Some(item))),
-            }
-            pes.push((pe, item));
+    // duplicated: a duplicate is not merged with anything), indexed once.
+    fn index<'a>(items: &'a [Value], elem: &Type, kind: &ListKind) -> Vec<(Pe, &'a Value)> {
+        items.iter().filter_map(|item| item_pe(elem, kind, item).map(|pe| (pe, item))).collect()
+    }
+    fn by_pe<'a, 'p>(pes: &'p [(Pe, &'a Value)]) -> HashMap<&'p Pe, Option<&'a Value>> {
+        let mut seen: HashMap<&Pe, Option<&Value>> = HashMap::with_capacity(pes.len());
+        for (pe, item) in pes {
+            seen.entry(pe).and_modify(|slot| *slot = None).or_insert(Some(*item));
         }
-        (pes, seen)
+        seen
     }
-    fn get<'a>(obs: &[(Pe, Option<&'a Value>)], pe: &Pe) -> Option<Option<&'a Value>> {
-        obs.iter().find(|(p, _)| p == pe).map(|(_, v)| *v)
+    fn get<'a>(obs: &HashMap<&Pe, Option<&'a Value>>, pe: &Pe) -> Option<Option<&'a Value>> {
+        obs.get(pe).copied()
     }
-    let (rpes, robs) = index(r, elem, kind);
-    let (lpes, lobs) = index(l, elem, kind);
-    let mut shared: std::collections::VecDeque<&Pe> = rpes.iter().map(|(p, _)| p).filter(|p| get(&lobs, p).is_some()).collect();
+    let rpes = index(r, elem, kind);
+    let lpes = index(l, elem, kind);
+    let (robs, lobs) = (by_pe(&rpes), by_pe(&lpes));
+    let mut shared: std::collections::VecDeque<&Pe> = rpes.iter().map(|(p, _)| p).filter(|p| lobs.contains_key(p)).collect();
     let mut next_shared = shared.pop_front();
-    let mut merged_rhs: Vec<&Pe> = Vec::new();
+    let mut merged_rhs: HashSet<&Pe> = HashSet::with_capacity(rpes.len());
     let mut out = Vec::new();
     let item = |rule: &mut dyn Rule, path: &mut Path, pe: &Pe, lc: Option<&Value>, rc: Option<&Value>, out: &mut Vec<Value>| {
         path.push(pe.clone());
@@ -246,7 +266,7 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
         if li < lpes.len() && ri < rpes.len() {
             let pe = &lpes[li].0;
             if *pe == rpes[ri].0 {
-                merged_rhs.push(pe);
+                merged_rhs.insert(pe);
                 item(rule, path, pe, get(&lobs, pe).flatten(), get(&robs, pe).flatten(), &mut out);
                 li += 1;
                 ri += 1;
@@ -264,13 +284,13 @@ fn merge_list(rule: &mut dyn Rule, path: &mut Path, l: &[Value], r: &[Value], el
                 item(rule, path, pe, Some(lc), None, &mut out);
                 li += 1;
                 continue;
-            } else if merged_rhs.contains(&pe) {
+            } else if merged_rhs.contains(pe) {
                 li += 1;
             }
         }
         if ri < rpes.len() {
             let pe = &rpes[ri].0;
-            merged_rhs.push(pe);
+            merged_rhs.insert(pe);
             item(rule, path, pe, get(&lobs, pe).flatten(), get(&robs, pe).flatten(), &mut out);
             ri += 1;
             if next_shared == Some(pe) {
@@ -288,6 +308,10 @@ pub fn remove_items(value: &Value, set: &Set, ty: &Type) -> Value {
 }
 
 fn remove_rec(value: &Value, set: &Set, ty: &Type) -> Option<Value> {
+    crate::deep::guard(|| remove_level(value, set, ty))
+}
+
+fn remove_level(value: &Value, set: &Set, ty: &Type) -> Option<Value> {
     match ty.atom(Some(value)) {
         Atom::Scalar(_) => Some(value.clone()),
         Atom::List(elem, kind) => {
@@ -336,6 +360,10 @@ fn remove_rec(value: &Value, set: &Set, ty: &Type) -> Option<Value> {
 /// `set` plus every declared struct field that is on the way to one of its members
 /// (structured-merge-diff's `EnsureNamedFieldsAreMembers`).
 pub fn ensure_named_fields(set: &Set, ty: &Type) -> Set {
+    crate::deep::guard(|| ensure_named_level(set, ty))
+}
+
+fn ensure_named_level(set: &Set, ty: &Type) -> Set {
     let mut out = Set::new();
     for pe in set.members() {
         out.insert_member(pe.clone());

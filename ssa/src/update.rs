@@ -54,23 +54,27 @@ fn update_inner(old: &Value, new: &Value, ty: &Type, ignored: &Set, managers: &m
     cmp.modified = cmp.modified.recursive_difference(ignored);
     cmp.removed = cmp.removed.recursive_difference(ignored);
     let changed = cmp.modified.union(&cmp.added);
-    let mut conflicts = Vec::new();
-    for (manager, owned) in managers.iter() {
-        if manager == workflow {
-            continue;
+    if !force {
+        let mut conflicts = Vec::new();
+        for (manager, owned) in managers.iter() {
+            if manager == workflow {
+                continue;
+            }
+            for path in owned.set.intersection(&changed).paths() {
+                conflicts.push(Conflict { manager: manager.clone(), path });
+            }
         }
-        for path in owned.set.intersection(&changed).paths() {
-            conflicts.push(Conflict { manager: manager.clone(), path });
+        if !conflicts.is_empty() {
+            return Err(conflicts);
         }
     }
-    if !force && !conflicts.is_empty() {
-        return Err(conflicts);
-    }
+    // In place: the cost is the changed fields', not every manager's whole set.
     for (manager, owned) in managers.iter_mut() {
         if manager == workflow {
             continue;
         }
-        owned.set = owned.set.difference(&changed).difference(&cmp.removed);
+        owned.set.subtract(&changed);
+        owned.set.subtract(&cmp.removed);
     }
     managers.retain(|_, o| !o.set.is_empty());
     Ok(cmp)
@@ -114,7 +118,10 @@ fn prune(merged: &Value, managers: &Managers, last: &Set, ty: &Type) -> Value {
     let named = |s: &Set| typed::ensure_named_fields(s, ty);
     let pruned = typed::remove_items(merged, &named(last), ty);
     // Add back what someone owns.
-    let all = managers.values().fold(Set::new(), |acc, o| acc.union(&o.set));
+    let mut all = Set::new();
+    for o in managers.values() {
+        all.extend(&o.set);
+    }
     let merged_set = named(&typed::to_field_set(merged, ty));
     let pruned_set = named(&typed::to_field_set(&pruned, ty));
     let pruned = typed::remove_items(merged, &merged_set.difference(&pruned_set.union(&named(&all))), ty);

@@ -56,7 +56,7 @@ fn the_verdict_of_every_scenario_is_the_real_one() {
     let all = corpus();
     for s in &all {
         let name = s["name"].as_str().unwrap();
-        let change = apply_change(&schema_of(&s["desired"]), &s["live"], &s["desired"], "drover");
+        let change = apply_change(&schema_of(&s["desired"]), drover_ssa::live::Live::from_value(&s["live"]), &s["desired"], "drover");
         if change.is_none() != (s["truth_unchanged"] == true) {
             failures.push(format!("{name}: truth_unchanged={} but {:?}", s["truth_unchanged"], change));
         }

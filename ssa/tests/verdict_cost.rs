@@ -21,7 +21,7 @@ fn verdict_cost() {
         for _ in 0..rounds {
             for s in &set {
                 let schema = Schema::builtin(s["desired"]["apiVersion"].as_str().unwrap(), s["desired"]["kind"].as_str().unwrap()).unwrap();
-                std::hint::black_box(apply_change(&schema, &s["live"], &s["desired"], "drover"));
+                std::hint::black_box(apply_change(&schema, drover_ssa::live::Live::from_value(&s["live"]), &s["desired"], "drover"));
                 n += 1;
             }
         }

@@ -25,46 +25,74 @@ pub fn run_capped(data: u64, limit: Duration, name: &str, args: &[&str], env: &[
 }
 
 /// [`run_capped`], also returning the binary's peak resident memory in bytes (its
-/// `ru_maxrss`, from `wait4` on that one process): a limit that holds shows as a small peak,
-/// a missing one as a peak near the cap (the allocation that fails may be one the program
-/// survives).
-#[allow(clippy::zombie_processes)] // reaped by wait4, which also gives its rusage
+/// `ru_maxrss`): a limit that holds shows as a small peak, a missing one as a peak near
+/// the cap (the allocation that fails may be one the program survives).
 pub fn run_measured(data: u64, limit: Duration, name: &str, args: &[&str]) -> Result<(Out, u64), String> {
+    run_measured_env(data, limit, name, args, &[]).map(|(out, usage)| (out, usage.peak))
+}
+
+/// What [`run_measured_env`] measured of the one process.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// Peak resident memory, bytes (`ru_maxrss`).
+    pub peak: u64,
+    /// CPU time, user plus system.
+    pub cpu: Duration,
+}
+
+/// Forks the command from a small process and writes its `wait4` usage as JSON. A process
+/// keeps the resident high-water mark of the image it was forked from across `exec`
+/// (Linux records the old image's peak in `ru_maxrss`): forked from a test process that
+/// holds a fake API server full of large objects, the measured binary would report the
+/// test's size, not its own.
+const MEASURE: &str = r#"
+import json, os, sys, time
+out, limit, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+pid = os.fork()
+if pid == 0:
+    os.execvp(cmd[0], cmd)
+end = time.time() + limit
+while True:
+    r, status, ru = os.wait4(pid, os.WNOHANG)
+    if r == pid:
+        break
+    if time.time() > end:
+        os.kill(pid, 9)
+        os.wait4(pid, 0)
+        json.dump({"timeout": True}, open(out, "w"))
+        sys.exit(0)
+    time.sleep(0.02)
+json.dump({"code": os.waitstatus_to_exitcode(status), "maxrss_kib": ru.ru_maxrss, "cpu": ru.ru_utime + ru.ru_stime}, open(out, "w"))
+"#;
+
+/// [`run_measured`] with environment variables, also returning the CPU time it used.
+pub fn run_measured_env(data: u64, limit: Duration, name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(Out, Usage), String> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (out_p, err_p) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    let child = Command::new("prlimit")
+    let (out_p, err_p, usage_p) = (dir.path().join("stdout"), dir.path().join("stderr"), dir.path().join("usage.json"));
+    let status = Command::new("python3")
+        .args(["-c", MEASURE])
+        .arg(&usage_p)
+        .arg(limit.as_secs_f64().to_string())
+        .arg("prlimit")
         .arg(format!("--data={data}"))
         .arg("--")
         .arg(bin(name))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_p).unwrap())
         .stderr(std::fs::File::create(&err_p).unwrap())
-        .spawn()
-        .expect("spawn (prlimit is util-linux)");
-    let pid = child.id() as libc::pid_t;
+        .status()
+        .expect("spawn python3 (prlimit is util-linux)");
     let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
-    let start = Instant::now();
-    loop {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value; wait4 writes it for this child only.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: pid is our own child, the pointers are valid for the call.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r == pid {
-            let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
-            return Ok((Out { code, stdout: read(&out_p), stderr: read(&err_p) }, usage.ru_maxrss as u64 * 1024));
-        }
-        if start.elapsed() > limit {
-            // SAFETY: signals and reaps our own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            return Err(format!("{name} {args:?} still running after {limit:?}; stderr so far:\n{}", read(&err_p)));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let usage: serde_json::Value = serde_json::from_str(&read(&usage_p)).map_err(|e| format!("measuring {name} failed ({status}): {e}\n{}", read(&err_p)))?;
+    if usage["timeout"] == true {
+        return Err(format!("{name} {args:?} still running after {limit:?}; stderr so far:\n{}", read(&err_p)));
     }
+    let usage_v = usage;
+    let code = usage_v["code"].as_i64().unwrap_or(-1) as i32;
+    let usage = Usage { peak: usage_v["maxrss_kib"].as_u64().unwrap_or(0) * 1024, cpu: Duration::from_secs_f64(usage_v["cpu"].as_f64().unwrap_or(0.0)) };
+    Ok((Out { code, stdout: read(&out_p), stderr: read(&err_p) }, usage))
 }
 
 fn finish_within(mut cmd: Command, limit: Duration, label: &str, env: &[(&str, &str)]) -> Result<(Out, Duration), String> {

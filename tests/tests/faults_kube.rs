@@ -2,9 +2,11 @@
 //! fault-injecting proxy (tests/src/faults.rs, API-server profile) sits between it and
 //! the FAKE API server: some PATCHes are answered 409 Conflict or 500, others are
 //! forwarded and never answered (the agent's `--api-timeout` must end them). After every
-//! `run --once` cycle: nothing of the applied bundle was pruned by a failed apply (the
-//! objects of the last fully applied bundle are all there), a cycle that reports the new
-//! bundle applied left the cluster equal to it, the applied sequence never moved back,
+//! `run --once` cycle: a cycle that reports the new bundle applied left the cluster equal
+//! to it but for the objects it names failed (each object's failure is its own: the rest
+//! is applied and what the bundle dropped is pruned), a cycle that applied nothing pruned
+//! nothing (the objects of the last fully applied bundle are all there), the applied
+//! sequence never moved back,
 //! every failed cycle is a Failed attempt whose reason or object messages name the fault,
 //! and a 409 on an object always fails the cycle. At the end the cluster equals the last
 //! bundle exactly. Seed: DROVER_FAULT_SEED (default 14), printed on failure.
@@ -109,8 +111,8 @@ fn agent_follows_15_updates_through_a_faulty_api_server() {
         let digest = w.push(i);
         let drops = i > 1 && bundle(i - 1).len() > bundle(i).len();
         if drops {
-            // An update that drops objects always meets a failed apply first (a 409 on
-            // its last object): nothing may be pruned by it.
+            // An update that drops objects always meets a failed object first (a 409 on
+            // its last object): the rest is applied and the dropped objects pruned.
             let last = bundle(i).into_keys().last().unwrap();
             w.proxy.script(&format!("PATCH /api/v1/namespaces/{ns}/configmaps/{last}?"), Fault::Conflict);
         }
@@ -130,17 +132,29 @@ fn agent_follows_15_updates_through_a_faulty_api_server() {
             assert!(seq >= floor, "{}", ctx(format!("update {i}: applied sequence moved back from {floor} to {seq}")));
             floor = seq;
             let now = cluster(w.fake(), &ns);
-            if st["appliedDigest"] == digest.as_str() {
-                applied_bundle = i;
-                assert_eq!(now, bundle(i), "{}", ctx(format!("update {i} reported applied, the cluster differs")));
-            } else if applied_bundle > 0 {
-                // Not applied (yet): every object of the last fully applied bundle is still there.
-                let missing: Vec<String> = bundle(applied_bundle).into_keys().filter(|n| !now.contains_key(n)).collect();
-                assert!(missing.is_empty(), "{}", ctx(format!("update {i}: failed apply pruned {missing:?} of bundle {applied_bundle}")));
-            }
             // The history is read when the cycle failed or met a fault (a process start less otherwise).
             let attempt = if out.code != 0 || !new_faults.is_empty() { w.env.last_attempt() } else { st["lastAttempt"].clone() };
             let text = attempt_text(&attempt);
+            let failed: Vec<String> = attempt["objects"].as_array().into_iter().flatten().filter(|o| o["action"] == "failed").filter_map(|o| o["object"]["name"].as_str().map(str::to_string)).collect();
+            if st["appliedDigest"] == digest.as_str() {
+                // Applied, but for the objects that failed (each one's own failure): every
+                // other object is as the bundle says, and what the bundle dropped is gone,
+                // even beside a failed object.
+                let want = bundle(i);
+                let wrong: Vec<&String> = want.iter().filter(|(n, v)| !failed.contains(n) && now.get(*n) != Some(v)).map(|(n, _)| n).collect();
+                assert!(wrong.is_empty(), "{}", ctx(format!("update {i} reported applied, {wrong:?} differ; failed: {failed:?}")));
+                let extra: Vec<&String> = now.keys().filter(|n| !want.contains_key(*n)).collect();
+                assert!(extra.is_empty(), "{}", ctx(format!("update {i} reported applied, {extra:?} not pruned; failed: {failed:?}")));
+                if failed.is_empty() {
+                    applied_bundle = i;
+                    assert_eq!(now, want, "{}", ctx(format!("update {i} reported applied, the cluster differs")));
+                }
+            } else if applied_bundle > 0 {
+                // Not applied at all (the apply stopped, or every object failed): every
+                // object of the last fully applied bundle is still there.
+                let missing: Vec<String> = bundle(applied_bundle).into_keys().filter(|n| !now.contains_key(n)).collect();
+                assert!(missing.is_empty(), "{}", ctx(format!("update {i}: failed apply pruned {missing:?} of bundle {applied_bundle}")));
+            }
             if out.code != 0 {
                 failed_cycles += 1;
                 assert_eq!(attempt["result"], "Failed", "{}", ctx(format!("exit {} but the newest attempt is {attempt}\n{}", out.code, out.stderr)));

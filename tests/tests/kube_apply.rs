@@ -102,7 +102,7 @@ fn conflict_surfaced_with_no_force(env: &Env) {
     assert_eq!(action, "failed");
     assert!(message.contains("409") && message.to_lowercase().contains("conflict") && message.contains(".data.value"), "{message}");
     assert!(message.contains("--no-force"), "{message}");
-    assert_eq!(Env::action(&attempt, "Deployment", "web").0, "skipped", "later groups are not applied");
+    assert_eq!(Env::action(&attempt, "Deployment", "web").0, "unchanged", "a failed object stops nothing: the later group is applied");
     assert_eq!(env.get("configmap", "settings").unwrap()["data"]["value"], "theirs", "the other manager's value stays");
     // With force (the default) drover takes the field back.
     env.agent_ok(&[]);

@@ -9,7 +9,7 @@ mod kube_support;
 use drover_tests::fakekube::ErrorRule;
 use kube_support::Env;
 
-scenarios!(prune_deletes_only_what_is_ours, prune_refused_over_the_ratio, invalid_object_fails_without_pruning);
+scenarios!(prune_deletes_only_what_is_ours, prune_refused_over_the_ratio, an_invalid_object_fails_alone_and_the_rest_is_pruned);
 
 fn prune_deletes_only_what_is_ours(env: &Env) {
     let keep = [("drover.dev/prune", "disabled")];
@@ -74,7 +74,9 @@ fn prune_refused_over_the_ratio(env: &Env) {
     }
 }
 
-fn invalid_object_fails_without_pruning(env: &Env) {
+/// One object the server refuses is that object's failure (issue 36): the rest of the
+/// bundle is applied and what it dropped is pruned; the object is named, health Degraded.
+fn an_invalid_object_fails_alone_and_the_rest_is_pruned(env: &Env) {
     env.push(&[env.namespace(), env.configmap("a", "1", &[]), env.configmap("b", "1", &[]), env.configmap("c", "1", &[])], &[]);
     env.agent_ok(&[]);
     if let Some(fake) = env.cluster.fake_server() {
@@ -97,6 +99,10 @@ fn invalid_object_fails_without_pruning(env: &Env) {
     assert!(message.contains("422") && message.contains("70000"), "the server's message is recorded: {message}");
     assert_eq!(env.get("configmap", "a").unwrap()["data"]["value"], "2", "the others are applied");
     assert!(env.get("configmap", "new").is_some());
-    assert!(env.get("configmap", "b").is_some(), "nothing is pruned after a failed apply");
+    assert!(env.get("configmap", "b").is_none(), "the dropped object is pruned beside the failed one");
+    assert_eq!(attempt["pruned"], 1, "{attempt:#}");
     assert!(env.get("service", "bad").is_none());
+    assert!(attempt["reason"].as_str().unwrap().contains("1 object(s) failed, the rest was applied: Service"), "{attempt:#}");
+    let st = env.status();
+    assert_eq!(st["health"], "Degraded", "never Healthy beside a failed object: {st:#}");
 }

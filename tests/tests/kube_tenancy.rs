@@ -47,7 +47,7 @@ fn service_account_rbac_is_enforced(env: &Env) {
         "the state ConfigMap is written with the agent's own identity (the deployer may not write in {system})"
     );
 
-    // A ClusterRoleBinding: the API server refuses the deployer; nothing is pruned.
+    // A ClusterRoleBinding: the API server refuses the deployer; the rest goes on.
     let crb = format!("{}-escalate", env.ns);
     env.push(&[env.configmap("a", "2", &[]), escalation(&crb, &env.ns)], &[]);
     let out = env.agent_in(&agent, &["--service-account", &sa]);
@@ -59,10 +59,11 @@ fn service_account_rbac_is_enforced(env: &Env) {
     let want = format!("clusterrolebindings.rbac.authorization.k8s.io \"{crb}\" is forbidden: User \"{user}\" cannot ");
     assert!(message.contains("403") && message.contains(&want), "the API server's 403: {message}");
     assert!(message.contains("resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"), "{message}");
-    assert_eq!(Env::action(&attempt, "ConfigMap", "a").0, "skipped");
+    // That object's failure only (issue 36): the rest is applied, the dropped b pruned.
+    assert_eq!(Env::action(&attempt, "ConfigMap", "a").0, "configured", "{attempt:#}");
     assert!(env.kubectl(&["get", "clusterrolebinding", &crb], "").code != 0, "the binding does not exist");
-    assert!(env.get("configmap", "b").is_some(), "nothing is pruned after a failed apply");
-    assert_eq!(env.get("configmap", "a").unwrap()["data"]["value"], "1");
+    assert!(env.get("configmap", "b").is_none(), "what the bundle dropped is pruned beside the failed object");
+    assert_eq!(env.get("configmap", "a").unwrap()["data"]["value"], "2");
 
     // Without --service-account the agent applies as itself (the cluster's admin here).
     env.push(&[env.configmap("a", "3", &[]), env.configmap("b", "1", &[])], &[]);

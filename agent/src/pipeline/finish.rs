@@ -12,11 +12,13 @@ use crate::targets::ObjectOutcome;
 use super::{unless_repeat, Attempted, CycleOutcome, Extra, Pipeline};
 
 impl Pipeline {
-    pub(super) fn finish_ok(&mut self, state: &SourceState, at: Attempted, objects: Vec<ObjectOutcome>, extra: Extra) -> CycleOutcome {
+    /// Records an attempt that went through apply, wait, prune and record: `Applied`, or
+    /// `Failed` when objects failed (named in `extra.reason` and in `objects`).
+    pub(super) fn finish_ok(&mut self, state: &SourceState, at: Attempted, objects: Vec<ObjectOutcome>, extra: Extra, result: AttemptResult) -> CycleOutcome {
         let summary = AttemptSummary {
             digest: Some(at.digest.clone()),
             sequence: at.sequence,
-            result: AttemptResult::Applied,
+            result,
             reason: extra.reason,
             at: now_rfc3339(),
             writes: None,
@@ -36,7 +38,7 @@ impl Pipeline {
             unhealthy: extra.unhealthy,
         };
         self.rejected = None;
-        self.save(state, summary, Some(attempt), AttemptResult::Applied, false)
+        self.save(state, summary, Some(attempt), result, false)
     }
 
     /// Records a refused or failed attempt (state otherwise unchanged).

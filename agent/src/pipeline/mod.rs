@@ -22,7 +22,7 @@ use crate::backlog::Backlog;
 use crate::record::{Attempt, AttemptResult, AttemptSummary, SourceState, Store};
 use crate::resolve::Source;
 use crate::status::SourceStatus;
-use crate::targets::{Action, ApplyReport, ApplyRequest, Health, ObjectOutcome, Target};
+use crate::targets::{Action, ApplyRequest, Health, ObjectOutcome, Target};
 use crate::shared::SourceShared;
 use crate::stage::StageError;
 use crate::admit::Admission;
@@ -378,7 +378,8 @@ impl Pipeline {
         let allow_mass_prune = verified.bundle.config.allow_mass_prune;
         at.stage = "unpack";
         crate::memory::mark(at.stage);
-        let unpacked = match unpack::unpack(verified) {
+        // Off the thread that serves `/healthz`: a large bundle takes a while to parse.
+        let unpacked = match crate::offload::off_thread(move || unpack::unpack(verified)).await {
             Ok(u) => u,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
@@ -424,6 +425,10 @@ impl Pipeline {
         };
         count_outcomes(&self.shared.metrics, &refused);
         count_outcomes(&self.shared.metrics, &report.outcomes);
+        // A target that stopped (objects skipped) or applied nothing (every object failed:
+        // the dir target's tree is swapped whole or not at all) changed nothing to build on.
+        let stopped = report.outcomes.iter().any(|o| o.action == Action::Skipped);
+        let nothing = report.failed() && (stopped || report.outcomes.iter().all(|o| o.action == Action::Failed));
         let mut reasons = notes;
         if !refused.is_empty() {
             let first: Vec<String> = refused.iter().take(3).map(|o| o.message.strip_prefix("refused by policy: ").unwrap_or(&o.message).to_string()).collect();
@@ -444,8 +449,15 @@ impl Pipeline {
         let refused_keys: BTreeSet<Key> = refused.iter().map(|o| o.object.key()).collect();
         let (kept_refused, previous): (Vec<ObjectRef>, Vec<ObjectRef>) = state.inventory.iter().cloned().partition(|o| refused_keys.contains(&o.key()));
         report.outcomes.splice(0..0, refused);
-        if report.failed() {
+        if nothing {
             return self.apply_failed(&req, state, at, report).await;
+        }
+        // An object that failed is that object's failure: it is named, its health is
+        // Degraded, and everything else goes on (wait, prune, record).
+        let failed: BTreeSet<Key> = report.outcomes.iter().filter(|o| o.action == Action::Failed).map(|o| o.object.key()).collect();
+        if !failed.is_empty() {
+            let first: Vec<String> = report.outcomes.iter().filter(|o| o.action == Action::Failed).take(3).map(|o| format!("{}: {}", o.object, o.message)).collect();
+            reasons.push(format!("{} object(s) failed, the rest was applied: {}", failed.len(), first.join("; ")));
         }
         reasons.extend(report.notes.iter().cloned());
         let conflicts: BTreeSet<Key> = report.conflicts().map(|o| o.object.key()).collect();
@@ -458,8 +470,12 @@ impl Pipeline {
         let applied = without_conflicts.as_ref().unwrap_or(&req);
         at.stage = "wait";
         crate::memory::mark(at.stage);
-        let mut health = wait::wait(target.as_ref(), applied, self.health_timeout).await;
+        // What failed is not waited for (it was not applied).
+        let without_failed = (!failed.is_empty()).then(|| without(applied, &failed));
+        let mut health = wait::wait(target.as_ref(), without_failed.as_ref().unwrap_or(applied), self.health_timeout).await;
+        drop(without_failed);
         terminating_health(&mut health, &report.outcomes);
+        failed_health(&mut health, &report.outcomes);
         at.stage = "prune";
         crate::memory::mark(at.stage);
         let changed = report.changed();
@@ -483,7 +499,8 @@ impl Pipeline {
             tracing::warn!("resync corrected drift on {drift} object(s)");
             self.shared.metrics.drift(drift as u64);
         }
-        self.shared.metrics.apply("Applied");
+        let result = if failed.is_empty() { AttemptResult::Applied } else { AttemptResult::Failed };
+        self.shared.metrics.apply(&result.to_string());
         self.shared.metrics.applied(&self.source.name, &digest, sequence);
         let mut state = state;
         state.applied_digest = Some(digest.clone());
@@ -509,12 +526,16 @@ impl Pipeline {
         }
         let unhealthy = health.objects.into_iter().take(drover_proto::report::MAX_FAILING).collect();
         let extra = Extra { drift, pruned: pruned.deleted, prune_refused: pruned.refused, health: Some(health.health), unhealthy, reason: reasons.join("; ") };
-        let out = self.finish_ok(&state, at, outcomes, extra);
+        if !failed.is_empty() {
+            self.event(&Event::failed(at.stage, &extra.reason));
+        }
+        let out = self.finish_ok(&state, at, outcomes, extra, result);
         crate::memory::mark("recorded");
         if let Err(e) = self.store().cache_retain(&self.source.name, &[digest.as_str()]) {
             tracing::warn!("{e}");
         }
-        self.last_apply = Some(Instant::now());
+        // A failed object is tried again on the next poll (a resync of the applied bundle).
+        self.last_apply = failed.is_empty().then(Instant::now);
         self.shared.ready.store(true, Ordering::Relaxed);
         out
     }
@@ -544,8 +565,9 @@ impl Pipeline {
         self.save(&state, summary, attempt, AttemptResult::Unchanged, false)
     }
 
-    /// Records a failed apply: nothing is pruned; objects it created join the inventory.
-    async fn apply_failed(&mut self, req: &ApplyRequest, mut state: SourceState, at: Attempted, report: ApplyReport) -> CycleOutcome {
+    /// Records an apply that changed nothing to build on (the target stopped, or every
+    /// object failed): nothing is pruned; objects it created join the inventory.
+    async fn apply_failed(&mut self, req: &ApplyRequest, mut state: SourceState, at: Attempted, report: crate::targets::ApplyReport) -> CycleOutcome {
         self.shared.metrics.apply("Failed");
         let first = report.first_failure().map(|o| format!("{}: {}", o.object, o.message)).unwrap_or_default();
         let before = state.inventory.len();
@@ -648,6 +670,16 @@ fn terminating_health(health: &mut crate::targets::HealthReport, outcomes: &[Obj
         if health.health == Health::Healthy {
             health.health = Health::Progressing;
         }
+    }
+}
+
+/// Objects whose apply failed are not as the bundle wants them: listed as Degraded, with
+/// the failure, in status, history and the fleet report (never Healthy beside them).
+fn failed_health(health: &mut crate::targets::HealthReport, outcomes: &[ObjectOutcome]) {
+    for o in outcomes.iter().filter(|o| o.action == Action::Failed) {
+        health.objects.retain(|h| h.object != o.object);
+        health.objects.push(crate::targets::ObjectHealth { object: o.object.clone(), health: Health::Degraded, message: format!("not applied: {}", o.message) });
+        health.health = Health::Degraded;
     }
 }
 

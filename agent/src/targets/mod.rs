@@ -8,9 +8,11 @@
 //!    CRDs to be Established) and reports one [`ObjectOutcome`] per object. An outcome
 //!    says whether the object changed on the target ([`Action::Created`] /
 //!    [`Action::Configured`]): on a resync of an unchanged bundle every change is a drift
-//!    correction. A target stops at the first group with a failure and reports the rest
-//!    as [`Action::Skipped`]; it must leave nothing half-written that it can avoid
-//!    (the dir target stages then renames);
+//!    correction. An object that fails is that object's outcome: the kube target applies
+//!    every other object and every later group all the same (one object a tenant made
+//!    unappliable must not stop the rest). A target that cannot apply objects one by one
+//!    stops at the first failure and reports the rest as [`Action::Skipped`]; it must
+//!    leave nothing half-written that it can avoid (the dir target stages then renames);
 //! 2. [`Target::wait`]s, bounded by a timeout, for the applied objects to become healthy
 //!    and returns a [`HealthReport`] (Healthy / Progressing / Degraded);
 //! 3. [`Target::prune`]s the objects the pipeline asks it to delete ([`PruneRequest`]:
@@ -26,8 +28,11 @@
 //! agent with an empty state directory knows what is applied.
 //!
 //! Decisions that are NOT the target's: which objects to prune (inventory difference),
-//! the prune-ratio safety valve, and never pruning after a failed apply all live in the
-//! pipeline (`prune.rs`). Targets never see unverified content.
+//! the prune-ratio safety valve, and what follows a failure all live in the pipeline
+//! (`prune.rs`, `pipeline/`): after failures of single objects the rest goes on (wait,
+//! prune, record, the failed objects named and Degraded); after an apply that stopped
+//! (objects skipped) or applied nothing, nothing is pruned. Targets never see unverified
+//! content.
 //!
 //! The trait is object-safe (`Box<dyn Target>`): async methods return a [`BoxFuture`].
 

@@ -86,8 +86,11 @@ impl FakeApiServer {
         let thread = std::thread::Builder::new()
             .name("fake-apiserver".into())
             .spawn(move || {
+                // Objects nest up to 10,000 levels, as on a real server: cloning, dropping
+                // and writing such a value recurses that deep (reserved, not resident).
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
+                    .thread_stack_size(256 << 20)
                     .enable_all()
                     .build()
                     .expect("tokio runtime");
@@ -249,6 +252,17 @@ impl Drop for FakeApiServer {
             let _ = tx.send(());
         }
         if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // What the store holds may nest 10,000 levels (as on a real server): it is dropped
+        // on a thread with a stack for that, not on the caller's.
+        let shared = self.shared.clone();
+        let dropper = std::thread::Builder::new().stack_size(256 << 20).spawn(move || {
+            let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let settings = st.settings.clone();
+            drop(std::mem::replace(&mut *st, State::new(settings)));
+        });
+        if let Ok(t) = dropper {
             let _ = t.join();
         }
     }

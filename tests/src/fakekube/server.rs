@@ -34,6 +34,38 @@ impl Query {
     }
 }
 
+/// The most a request body may hold (the real server's `MaxRequestBodyBytes`, 3 MiB).
+pub const MAX_BODY: usize = 3 << 20;
+
+/// Nesting the real server's JSON decoder takes (Go's `encoding/json`, 10,000 levels).
+pub const MAX_JSON_DEPTH: usize = 10_000;
+
+/// How deep `bytes` nests (brackets outside strings): one pass, no recursion.
+fn json_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_str, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 fn parse_body(bytes: &[u8], content_type: &str) -> Result<Value, ApiError> {
     if content_type.contains("protobuf") || content_type.contains("cbor") {
         return Err(ApiError::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (this FAKE API server does not decode {content_type})")));
@@ -42,8 +74,17 @@ fn parse_body(bytes: &[u8], content_type: &str) -> Result<Value, ApiError> {
         serde_yaml_ng::from_slice::<Value>(bytes)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
     } else {
-        serde_json::from_slice::<Value>(bytes)
-            .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))
+        // As deep as the real decoder goes, on a stack that grows (the store's own deep
+        // values are handled on the runtime's large worker stacks).
+        if json_depth(bytes) > MAX_JSON_DEPTH {
+            return Err(ApiError::bad_request("error decoding JSON: exceeded max depth".to_string()));
+        }
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        de.disable_recursion_limit();
+        let v = <Value as serde::Deserialize>::deserialize(serde_stacker::Deserializer::new(&mut de))
+            .and_then(|v| de.end().map(|()| v))
+            .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?;
+        Ok(v)
     }
 }
 
@@ -76,9 +117,16 @@ async fn handle(
     let path = parts.uri.path().to_string();
     let raw_query = parts.uri.query().unwrap_or("").to_string();
     let query = Query(parse_query(Some(&raw_query)));
-    let bytes = axum::body::to_bytes(body, 64 << 20)
-        .await
-        .unwrap_or_default();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error_response(&ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {MAX_BODY}"),
+            ))
+        }
+    };
     if path == "/fake" || path.starts_with("/fake/") {
         return super::hookapi::fake_hook(&shared, &parts.method, &path, &bytes);
     }

@@ -96,7 +96,85 @@ fn meta_errors(res: &ResourceInfo, body: &Value) -> Result<Vec<FieldError>, ApiE
             }
         }
     }
+    errs.extend(managed_fields_errors(body));
     Ok(errs)
+}
+
+/// `ValidateManagedFields` of the real server (apimachinery's objectmeta validation): what
+/// it checks of each entry and nothing more (`fieldsV1` itself is not validated; the
+/// field manager decodes it when it computes ownership).
+fn managed_fields_errors(body: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(entries) = body["metadata"]["managedFields"].as_array() else { return errs };
+    for (i, e) in entries.iter().enumerate() {
+        let at = |f: &str| format!("metadata.managedFields[{i}].{f}");
+        let text = |f: &str| e.get(f).and_then(Value::as_str).unwrap_or_default();
+        // `[{}]` is how a client clears the list: not an entry.
+        if e.as_object().is_some_and(|o| o.is_empty()) && entries.len() == 1 {
+            continue;
+        }
+        if !matches!(text("operation"), "Apply" | "Update") {
+            errs.push(FieldError::invalid_str(&at("operation"), text("operation"), "must be `Apply` or `Update`"));
+        }
+        if !text("fieldsType").is_empty() && text("fieldsType") != "FieldsV1" {
+            errs.push(FieldError::invalid_str(&at("fieldsType"), text("fieldsType"), "must be `FieldsV1`"));
+        }
+        let manager = text("manager");
+        if manager.len() > 128 {
+            errs.push(FieldError { field: at("manager"), reason: "FieldValueTooLong", body: "Too long: may not be more than 128 bytes".into() });
+        }
+        for (pos, c) in manager.char_indices() {
+            if c.is_control() || (c.is_whitespace() && c != ' ') {
+                errs.push(FieldError::invalid_str(&at("manager"), manager, &format!("invalid character U+{:04X} (at position {pos})", c as u32)));
+            }
+        }
+        if text("subresource").len() > 256 {
+            errs.push(FieldError { field: at("subresource"), reason: "FieldValueTooLong", body: "Too long: may not be more than 256 bytes".into() });
+        }
+    }
+    errs
+}
+
+/// The update checks that compare with the stored object: a ConfigMap or Secret marked
+/// `immutable: true` keeps its data and the mark (`ValidateConfigMapUpdate`,
+/// `ValidateSecretUpdate`).
+pub fn update(res: &ResourceInfo, name: &str, live: &Value, new: &Value) -> Result<(), ApiError> {
+    let fields: &[&str] = match (res.group.as_str(), res.plural.as_str()) {
+        ("", "configmaps") => &["data", "binaryData"],
+        ("", "secrets") => &["data", "type"],
+        _ => return Ok(()),
+    };
+    if live["immutable"] != true {
+        return Ok(());
+    }
+    let forbidden = |f: &str| FieldError { field: f.into(), reason: "FieldValueForbidden", body: "Forbidden: field is immutable when `immutable` is set".into() };
+    let mut errs = Vec::new();
+    if new["immutable"] != true {
+        errs.push(forbidden("immutable"));
+    }
+    for f in fields {
+        if live.get(*f) != new.get(*f) {
+            errs.push(forbidden(f));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_list(res, name, &errs))
+    }
+}
+
+/// The most an object may take in storage (etcd's request limit, 1.5 MiB; measured here
+/// as JSON, which the real server stores as protobuf for built-in kinds: a little larger).
+pub const MAX_OBJECT: usize = 1_572_864;
+
+/// An object too large to store: the error etcd gives through the real server.
+pub fn size(body: &Value) -> Result<(), ApiError> {
+    let n = serde_json::to_vec(body).map(|b| b.len()).unwrap_or(0);
+    if n > MAX_OBJECT {
+        return Err(ApiError::new(413, "RequestEntityTooLarge", "etcdserver: request is too large"));
+    }
+    Ok(())
 }
 
 /// The kind-specific checks after the metadata ones.
@@ -168,6 +246,23 @@ mod tests {
         assert!(object(&res("clusterroles"), "system:aggregate-to-view", &json!({})).is_ok());
         let e = object(&res("statefulsets"), "db.primary", &json!({})).unwrap_err();
         assert_eq!(e.message, "StatefulSet.apps \"db.primary\" is invalid: metadata.name: Invalid value: \"db.primary\": must not contain dots");
+    }
+
+    #[test]
+    fn managed_fields_entries_are_checked_as_the_real_server_checks_them() {
+        let body = json!({"metadata": {"managedFields": [
+            {"manager": "m", "operation": "Evil", "fieldsType": "FieldsV2", "fieldsV1": {}},
+            {"manager": "x".repeat(129), "operation": "Update", "subresource": "s".repeat(257)},
+            {"manager": "tab\there", "operation": "Apply", "fieldsV1": {"anything": {"goes": {}}}}]}});
+        let e = object(&res("configmaps"), "c", &body).unwrap_err();
+        for want in ["metadata.managedFields[0].operation: Invalid value: \"Evil\": must be `Apply` or `Update`",
+            "metadata.managedFields[0].fieldsType: Invalid value: \"FieldsV2\": must be `FieldsV1`",
+            "metadata.managedFields[1].manager: Too long", "metadata.managedFields[1].subresource: Too long",
+            "metadata.managedFields[2].manager: Invalid value: \"tab\\there\": invalid character U+0009 (at position 3)"] {
+            assert!(e.message.contains(want), "{want}\n{}", e.message);
+        }
+        assert!(object(&res("configmaps"), "c", &json!({"metadata": {"managedFields": [{}]}})).is_ok(), "[{{}}] clears the list");
+        assert!(size(&json!({"data": {"a": "x".repeat(MAX_OBJECT)}})).is_err());
     }
 
     #[test]

@@ -90,6 +90,9 @@ impl State {
         let (now, av) = (now_rfc3339(), res.api_version());
         let stored = ssa::update(&self.schema(res), None, &obj, &Self::write(opts, &now, &av)).map_err(write_error)?;
         validate::object(res, &name, &stored)?;
+        if !opts.dry_run {
+            validate::size(&stored)?;
+        }
         Ok(self.commit(res, stored, "ADDED", opts))
     }
 
@@ -111,6 +114,10 @@ impl State {
         validate::object(res, &name, &new)?;
         if new == *live {
             return Ok(Self::present(res, live));
+        }
+        validate::update(res, &name, live, &new)?;
+        if !opts.dry_run {
+            validate::size(&new)?;
         }
         if spec_part(&new) != spec_part(live) {
             let g = live["metadata"]["generation"].as_i64().unwrap_or(0) + 1;

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use drover_proto::media;
 use futures::stream::{self, StreamExt};
-use kube::api::{Patch, PatchParams};
+use kube::api::PatchParams;
 use serde_json::{json, Value};
 
 use super::adopt;
@@ -41,7 +41,7 @@ use super::schemas::{self, Schemas};
 use super::list;
 use super::unlisted::{self, Unlisted};
 use super::owner::{adopted_message, conflict_message, owner_of, Owner};
-use super::retry::with_retry;
+use super::read;
 use super::wait::{check_object, Check};
 use super::cluster::KubeTarget;
 use crate::targets::{Action, ApplyReport, ApplyRequest, ObjectOutcome, OrderGroup, PlannedObject};
@@ -52,27 +52,61 @@ const SERVER_FIELDS: &[&str] = &["resourceVersion", "uid", "creationTimestamp", 
 type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
 
 /// What the apply needs to know about a live object: its version, its owner, whether
-/// applying the body would change nothing, whether it is being deleted, and the managed
-/// fields to write first when drover takes over what kubectl left ([`adopt::fold_adopted`]).
+/// applying the body would change nothing (or why that cannot be told), whether it is
+/// being deleted, and the managed fields to write first when drover takes over what
+/// kubectl left ([`adopt::fold_adopted`]).
 #[derive(Debug, Clone)]
 struct Live {
     resource_version: String,
     owner: Owner,
     unchanged: bool,
+    undecided: Option<String>,
     terminating: Option<String>,
-    fold: Option<Value>,
+    /// The managedFields to write first, as JSON text (an entry may nest 10,000 deep).
+    fold: Option<String>,
 }
 
-impl Live {
-    /// Reads `live` (as the API server returns it) against the apply `body` of the same
-    /// object.
-    fn read(live: &Value, body: &Value, schema: &drover_ssa::Schema, req: &ApplyRequest) -> Live {
-        let owner = owner_of(live, &req.source);
-        let unchanged = owner == Owner::This && compare::unchanged(schema, body, live, &req.field_manager);
-        let resource_version = live.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let terminating = super::wait::terminating(live).map(|m| format!("{m}: not applied; recreated once it is gone"));
-        let fold = (!matches!(owner, Owner::Other(_))).then(|| adopt::fold_adopted(live, &req.field_manager)).flatten();
-        Live { resource_version, owner, unchanged, terminating, fold }
+/// A read that holds more than this (estimated) is compared while no other large one is:
+/// the compare's peak is a few times the read, and `concurrency` objects are compared at
+/// once (eight hostile 8 MiB objects at once would not fit the agent's 64 MiB).
+const LARGE: usize = 1 << 20;
+
+static LARGE_COMPARE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// What the compare of one object needs, owned (it runs on a blocking thread).
+#[derive(Clone)]
+struct Judge {
+    schema: drover_ssa::Schema,
+    source: String,
+    field_manager: String,
+    namespaced: bool,
+}
+
+impl Judge {
+    fn new(schema: drover_ssa::Schema, req: &ApplyRequest, namespaced: bool) -> Judge {
+        Judge { schema, source: req.source.clone(), field_manager: req.field_manager.clone(), namespaced }
+    }
+
+    /// Reads `live` (as the API server returned it) against the apply `body` of the same
+    /// object (CPU: call it off the async thread; `live` is taken by the compare).
+    fn read(&self, live: drover_ssa::live::Live, body: &Value) -> Live {
+        let owner = owner_of(&live.object, &self.source);
+        let terminating = super::wait::terminating(&live.object).map(|m| format!("{m}: not applied; recreated once it is gone"));
+        let fold = (!matches!(owner, Owner::Other(_))).then(|| adopt::fold_adopted(&live, &self.field_manager)).flatten();
+        let resource_version = live.resource_version().to_string();
+        let change = (owner == Owner::This).then(|| {
+            // A large object's compare holds several times its read: one at a time.
+            let _one = (live.heap > LARGE).then(|| LARGE_COMPARE.lock().unwrap_or_else(|e| e.into_inner()));
+            compare::verdict(&self.schema, body, live, &self.field_manager)
+        });
+        Live {
+            resource_version,
+            owner,
+            unchanged: change.as_ref().is_some_and(|c| c.is_none()),
+            undecided: change.and_then(|c| c.unknown),
+            terminating,
+            fold,
+        }
     }
 }
 
@@ -107,54 +141,51 @@ async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, reso
         }
     }
     let futs = wanted.into_iter().map(|(key, (res, objects))| {
-        let schema = schemas::of(schemas, &key.0, &key.1);
-        list_one(t, req, key, res, objects, schema)
+        let judge = Judge::new(schemas::of(schemas, &key.0, &key.1), req, res.namespaced);
+        let objects = objects.into_iter().map(|(n, o)| (n.to_string(), o.clone())).collect();
+        list_one(t, key, res, objects, judge)
     });
     stream::iter(futs).buffer_unordered(t.opts.concurrency.max(1)).collect().await
 }
 
-async fn list_one(
-    t: &KubeTarget,
-    req: &ApplyRequest,
-    key: ListKey,
-    res: &Resolved,
-    objects: HashMap<&str, &PlannedObject>,
-    schema: drover_ssa::Schema,
-) -> (ListKey, Listed) {
+async fn list_one(t: &KubeTarget, key: ListKey, res: &Resolved, objects: HashMap<String, PlannedObject>, judge: Judge) -> (ListKey, Listed) {
     let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
-    let mut found = HashMap::new();
-    let verdict = |live: Value| {
-        let Some(o) = live.pointer("/metadata/name").and_then(Value::as_str).and_then(|n| objects.get(n)) else { return };
-        // The desired object is parsed only now, for the compare, and dropped after it.
-        if let Ok(value) = o.value() {
-            found.insert(o.id.name.clone(), Live::read(&live, &desired(value, req, res.namespaced), &schema, req));
-        }
+    let objects = std::sync::Arc::new(objects);
+    let found = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
+    // Each page is read, and its objects compared, on a blocking thread.
+    let page = |body: String| {
+        let (objects, found, judge) = (objects.clone(), found.clone(), judge.clone());
+        crate::offload::off_thread(move || {
+            let mut found = found.lock().expect("verdicts lock");
+            list::read_page(&body, &mut |live: drover_ssa::live::Live| {
+                let Some(o) = live.object.pointer("/metadata/name").and_then(Value::as_str).and_then(|n| objects.get(n)) else { return };
+                // The desired object is parsed only now, for the compare, and dropped after it.
+                if let Ok(value) = o.value() {
+                    found.insert(o.id.name.clone(), judge.read(live, &desired(value, &judge.source, judge.namespaced)));
+                }
+            })
+        })
     };
-    let complete = match list::for_each(t, res, key.2.as_deref(), &selector, verdict).await {
+    let complete = match list::for_each_page(t, res, key.2.as_deref(), &selector, page).await {
         Ok(()) => true,
         Err(f) => {
             tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
             false
         }
     };
-    (key, Listed { live: found, complete })
+    let live = std::mem::take(&mut *found.lock().expect("verdicts lock"));
+    (key, Listed { live, complete })
 }
 
-/// Applies every group in order; stops after the first group with a failure.
+/// Applies every group in order. An object that fails is that object's outcome: the
+/// other objects of its group and the later groups are applied all the same (an object
+/// that needs the failed one fails on its own, with the API server's reason).
 pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest) -> ApplyReport {
     let mut outcomes = Vec::new();
-    let mut failed = false;
     for group in &req.groups {
-        if failed {
-            outcomes.extend(group.objects.iter().map(|o| ObjectOutcome::with(o.id.clone(), Action::Skipped, "an earlier order group failed")));
-            continue;
-        }
         let started = Instant::now();
         let (mut results, sent) = apply_group(t, req, group).await;
-        if !results.iter().any(|o| o.action == Action::Failed) {
-            establish_crds(t, group, &mut results).await;
-        }
-        failed = results.iter().any(|o| o.action == Action::Failed);
+        establish_crds(t, group, &mut results).await;
         tracing::info!(
             stage = ?group.stage,
             objects = group.objects.len(),
@@ -223,26 +254,40 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     if res.namespaced && id.namespace.is_none() {
         return fail(format!("{} is namespaced but the object has no metadata.namespace", id.kind));
     }
-    let body = match obj.value() {
-        Ok(v) => desired(v, req, res.namespaced),
-        Err(e) => return fail(e),
-    };
-    let api = res.api(&t.client, id.namespace.as_deref());
+    // The body is parsed (and written) only for an object that is read or sent, off the
+    // async thread (a 1 MiB object takes a debug build a second).
+    let (source, namespaced) = (req.source.clone(), res.namespaced);
+    let parse = move |o: PlannedObject| o.value().map(|v| desired(v, &source, namespaced));
     let list = known.get(&known_key(obj, res));
-    let listed = list.and_then(|m| m.live.get(&id.name)).cloned();
+    let listed = list.and_then(|l| l.live.get(&id.name)).cloned();
+    // Not in a LIST that read every page: new, or not drover's; applied without a GET.
+    let mut sent_body = None;
     if listed.is_none() && list.is_some_and(|l| l.complete) {
+        let body = match body_text(obj, parse.clone()).await {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
         match unlisted::apply(t, req, res, id, &body).await {
             Unlisted::Done(outcome) => return (outcome, true),
-            Unlisted::ReadFirst => {}
+            Unlisted::ReadFirst => sent_body = Some(body),
         }
     }
     let before = match listed {
         Some(live) => Some(live),
-        None => match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => o.and_then(|o| serde_json::to_value(o).ok()).map(|o| {
-                let schema = schemas::of(schemas, &id.api_version, &id.kind);
-                Live::read(&o, &body, &schema, req)
-            }),
+        None => match read::get_text(t, res, id.namespace.as_deref(), &id.name).await {
+            Ok(Some(text)) => {
+                let judge = Judge::new(schemas::of(schemas, &id.api_version, &id.kind), req, res.namespaced);
+                let (o, parse) = (obj.clone(), parse.clone());
+                let read = move || {
+                    let body = parse(o)?;
+                    drover_ssa::live::Live::parse(&text).map(|live| judge.read(live, &body)).map_err(|e| format!("reading before apply: the API server's answer cannot be read: {e}"))
+                };
+                match crate::offload::off_thread(read).await {
+                    Ok(live) => Some(live),
+                    Err(e) => return fail(e),
+                }
+            }
+            Ok(None) => None,
             Err(f) => return fail(format!("reading before apply: {f}")),
         },
     };
@@ -252,31 +297,37 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         Some(Live { unchanged: true, .. }) => return (ObjectOutcome::new(id.clone(), Action::Unchanged), false),
         _ => {}
     }
-    if let Some(fields) = before.as_ref().and_then(|l| l.fold.clone()) {
-        let rv = before.as_ref().map(|l| l.resource_version.clone()).unwrap_or_default();
-        let fold = json!({"metadata": {"resourceVersion": rv, "managedFields": fields}});
-        let params = PatchParams { field_manager: Some(req.field_manager.clone()), ..Default::default() };
-        let fold = Patch::Merge(&fold);
-        if let Err(f) = with_retry(&t.opts.retry, || api.patch(&id.name, &params, &fold)).await {
-            return (ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {}", f.message)), true);
+    let ns = id.namespace.as_deref();
+    if let Some(l @ Live { fold: Some(fields), .. }) = &before {
+        if let Err(f) = adopt::take_over(t, res, ns, &id.name, &req.field_manager, &l.resource_version, fields).await {
+            return (ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {f}")), true);
         }
     }
+    let body = match sent_body {
+        Some(b) => b,
+        None => match body_text(obj, parse).await {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        },
+    };
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {
         params = params.force();
     }
-    let patch = Patch::Apply(&body);
-    let outcome = match with_retry(&t.opts.retry, || api.patch(&id.name, &params, &patch)).await {
-        Ok(after) => match before {
+    // Applied without a compare: said so beside the outcome.
+    let note = |o: ObjectOutcome| match before.as_ref().and_then(|l| l.undecided.as_ref()) {
+        Some(why) if o.message.is_empty() => ObjectOutcome { message: format!("applied without a compare ({why})"), ..o },
+        _ => o,
+    };
+    let outcome = match read::patch_text(t, res, ns, &id.name, &params, true, &body).await {
+        Ok(after) => note(match &before {
             None => ObjectOutcome::new(id.clone(), Action::Created),
             Some(Live { owner: was @ (Owner::Foreign | Owner::Unrecorded), .. }) => {
-                ObjectOutcome::with(id.clone(), Action::Adopted, adopted_message(&was))
+                ObjectOutcome::with(id.clone(), Action::Adopted, adopted_message(was))
             }
-            Some(live) if Some(live.resource_version.as_str()) != after.metadata.resource_version.as_deref() => {
-                ObjectOutcome::new(id.clone(), Action::Configured)
-            }
+            Some(live) if live.resource_version != after => ObjectOutcome::new(id.clone(), Action::Configured),
             Some(_) => ObjectOutcome::new(id.clone(), Action::Unchanged),
-        },
+        }),
         Err(f) if f.conflict() && !t.opts.force => ObjectOutcome::with(id.clone(), Action::Failed, format!(
             "{f} (another field manager owns these fields; drover runs with --no-force, so it does not take them over: remove the other manager's changes, or drop --no-force)"
         )),
@@ -285,11 +336,17 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     (outcome, true)
 }
 
+/// The apply body of `obj` (`parse` makes it) as JSON text, made off the async thread.
+async fn body_text(obj: &PlannedObject, parse: impl FnOnce(PlannedObject) -> Result<Value, String> + Send + 'static) -> Result<String, String> {
+    let o = obj.clone();
+    crate::offload::off_thread(move || parse(o).and_then(|b| serde_json::to_string(&b).map_err(|e| e.to_string()))).await
+}
+
 /// The apply body: the bundle's object with drover's label and source annotation, without
 /// server-owned metadata (and without a namespace on a cluster-scoped kind). The bundle
 /// digest is not written on objects: a new bundle then writes only the objects whose
 /// content changed (the digest lives in the state record, docs/kubernetes.md).
-pub fn desired(value: Value, req: &ApplyRequest, namespaced: bool) -> Value {
+pub fn desired(value: Value, source: &str, namespaced: bool) -> Value {
     let mut v = value;
     if !v.get("metadata").is_some_and(Value::is_object) {
         v["metadata"] = json!({});
@@ -301,7 +358,7 @@ pub fn desired(value: Value, req: &ApplyRequest, namespaced: bool) -> Value {
     if !namespaced {
         meta.remove("namespace");
     }
-    for (key, k, val) in [("labels", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE), ("annotations", media::ANN_OBJ_SOURCE, req.source.as_str())] {
+    for (key, k, val) in [("labels", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE), ("annotations", media::ANN_OBJ_SOURCE, source)] {
         let m = meta.entry(key).or_insert_with(|| json!({}));
         if !m.is_object() {
             *m = json!({});
@@ -311,10 +368,11 @@ pub fn desired(value: Value, req: &ApplyRequest, namespaced: bool) -> Value {
     v
 }
 
-/// After a group holding CRDs: waits (bounded by `crd_timeout`) until each is Established,
+/// After a group holding CRDs: waits (bounded by `crd_timeout`) until each applied one is Established,
 /// then refreshes discovery for their API groups. A CRD that does not get there fails.
 async fn establish_crds(t: &KubeTarget, group: &OrderGroup, results: &mut [ObjectOutcome]) {
-    let crds: Vec<usize> = group.objects.iter().enumerate().filter(|(_, o)| is_crd(o)).map(|(i, _)| i).collect();
+    // A CRD that failed is that CRD's outcome: it is not waited for.
+    let crds: Vec<usize> = group.objects.iter().enumerate().filter(|(i, o)| is_crd(o) && results[*i].action != Action::Failed).map(|(i, _)| i).collect();
     if crds.is_empty() {
         return;
     }
@@ -326,7 +384,7 @@ async fn establish_crds(t: &KubeTarget, group: &OrderGroup, results: &mut [Objec
         let mut still = Vec::new();
         for &i in &pending {
             let o = &group.objects[i];
-            match t.get_value(&o.id).await {
+            match super::read::get_value(t, &o.id).await {
                 Ok(Some(v)) => match check_object("apiextensions.k8s.io", "CustomResourceDefinition", &v) {
                     Check::Ready => {}
                     Check::Pending(m) => {
@@ -381,7 +439,7 @@ mod tests {
     fn desired_injects_ownership_and_strips_server_fields() {
         let req = ApplyRequest { source: "r.example/x:prod".into(), digest: "sha256:ab".into(), sequence: 1, field_manager: "drover".into(), groups: vec![] };
         let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "namespace": "zz", "resourceVersion": "9", "labels": {"x": "y"}}});
-        let d = desired(v, &req, false);
+        let d = desired(v, &req.source, false);
         assert_eq!(d["metadata"]["labels"], json!({"x": "y", "app.kubernetes.io/managed-by": "drover"}));
         assert_eq!(d["metadata"]["annotations"]["drover.dev/source"], "r.example/x:prod");
         assert!(d["metadata"]["annotations"].get("drover.dev/digest").is_none(), "a new digest alone must not change objects");

@@ -9,11 +9,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use drover_proto::object::ObjectRef;
 use kube::{Client, Config};
-use serde_json::Value;
 
-use super::discovery::{ResolveError, Resolver};
+use super::discovery::Resolver;
 use super::retry::{with_retry, RetryPolicy};
 use super::writes::WriteCounter;
 use crate::targets::{TargetError, TargetRecord};
@@ -214,20 +212,6 @@ impl KubeTarget {
     pub(super) fn schema_sources(&self) -> Vec<crate::targets::KindSchema> {
         let sources = self.sources.lock().expect("schema sources");
         sources.iter().map(|((av, k), s)| crate::targets::KindSchema { api_version: av.clone(), kind: k.clone(), source: *s }).collect()
-    }
-
-    /// The live object as JSON; `Ok(None)` when it (or its kind) does not exist.
-    pub(super) async fn get_value(&self, id: &ObjectRef) -> Result<Option<Value>, String> {
-        let res = match self.resolver.resolve(&id.api_version, &id.kind).await {
-            Ok(r) => r,
-            Err(ResolveError::Unknown(_)) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
-        };
-        let api = res.api(&self.client, id.namespace.as_deref());
-        match with_retry(&self.opts.retry, || api.get_opt(&id.name)).await {
-            Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null))),
-            Err(f) => Err(f.message),
-        }
     }
 }
 

@@ -20,8 +20,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use drover_proto::object::ObjectRef;
-use kube::api::PatchParams;
-use kube::api::Patch;
+use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use super::apply::desired;
@@ -29,7 +28,7 @@ use super::cluster::KubeTarget;
 use super::discovery::{ResolveError, Resolved};
 use super::owner::{adopted_message, conflict_message, owner, Owner};
 use super::prune::verdict;
-use super::retry::with_retry;
+use super::read;
 use crate::diff::diff;
 use crate::targets::{ApplyRequest, ObjectPlan, PlanAction, PlannedObject, PruneRequest};
 
@@ -115,33 +114,34 @@ async fn plan_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, res: 
     if res.namespaced && id.namespace.as_ref().is_some_and(|ns| new_namespaces.contains(ns)) {
         return ObjectPlan::with(id.clone(), PlanAction::Create, "its Namespace is created by this bundle: not checked by the API server");
     }
-    let api = res.api(&t.client, id.namespace.as_deref());
-    let live = match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
+    let ns = id.namespace.as_deref();
+    let live = match read::get(t, res, ns, &id.name).await {
         Ok(o) => o,
         Err(f) => return fail(format!("reading the live object: {f}")),
     };
-    let who = live.as_ref().map(|o| owner(&o.metadata, &req.source));
+    let who = live.as_ref().map(|o| owner(&read::meta(&o.object), &req.source));
     if let Some(Owner::Other(other)) = &who {
         return ObjectPlan::with(id.clone(), PlanAction::Conflict, conflict_message(other));
     }
     let body = match obj.value() {
-        Ok(v) => desired(v, req, res.namespaced),
+        Ok(v) => desired(v, &req.source, res.namespaced),
         Err(e) => return fail(e),
     };
     let mut params = PatchParams::apply(&req.field_manager).dry_run();
     if t.opts.force {
         params = params.force();
     }
-    let patch = Patch::Apply(&body);
-    let after = match with_retry(&t.opts.retry, || api.patch(&id.name, &params, &patch)).await {
+    let after = match read::patch_read(t, res, ns, &id.name, &params, &Patch::Apply(&body)).await {
         Ok(a) => a,
         Err(f) => return fail(format!("the API server refused the dry run: {}", f.message)),
     };
     let Some(live) = live else {
         return ObjectPlan::with(id.clone(), PlanAction::Create, "");
     };
-    let to_value = |o| serde_json::to_value(o).map(comparable).unwrap_or(Value::Null);
-    let changes = diff(&to_value(live), &to_value(after));
+    if let Some(why) = live.incomplete.as_ref().or(after.incomplete.as_ref()) {
+        return fail(format!("its changes cannot be shown: {why}"));
+    }
+    let changes = diff(&comparable(live.object), &comparable(after.object));
     let message = match &who {
         Some(w @ (Owner::Foreign | Owner::Unrecorded)) => adopted_message(w),
         _ => String::new(),

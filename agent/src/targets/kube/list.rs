@@ -2,6 +2,9 @@
 //! item is handed to the caller as soon as it is parsed and dropped after, so at most one
 //! page body and one parsed object are in memory, never a page of parsed objects (500
 //! parsed objects with their `managedFields` take several MiB; the body a fraction).
+//! Items are read as [`Live`] objects (any depth a server stores, managed fields read
+//! once); the caller reads a page where it wants ([`for_each_page`]: the apply does it on
+//! a blocking thread, with the compares).
 
 use std::fmt;
 
@@ -9,7 +12,7 @@ use kube::api::{DynamicObject, ListParams};
 use kube::core::Request;
 use kube::Resource;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
+use drover_ssa::live::Live;
 
 use super::cluster::KubeTarget;
 use super::discovery::Resolved;
@@ -20,10 +23,14 @@ pub const PAGE: u32 = 500;
 
 /// Reads every object of `res` in `namespace` (all namespaces, or a cluster-scoped kind,
 /// when `None`) matching the label `selector`, page by page ([`PAGE`], `limit` and
-/// `continue`), and calls `each` with every item in the order the server sent them. Each
-/// page is retried as any request ([`with_retry`]); on a failure the items of the pages
-/// before it have been handed over already.
-pub async fn for_each(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, selector: &str, mut each: impl FnMut(Value)) -> Result<(), ApiFailure> {
+/// `continue`), and hands each page's body to `page`, which reads it ([`read_page`]) and
+/// returns its `metadata.continue`. Each page is retried as any request ([`with_retry`]);
+/// on a failure the pages before it have been handed over already.
+pub async fn for_each_page<F, Fut>(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, selector: &str, mut page: F) -> Result<(), ApiFailure>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<String>, String>>,
+{
     let ns = if res.namespaced { namespace } else { None };
     let path = DynamicObject::url_path(&res.resource, ns);
     let mut params = ListParams::default().labels(selector).limit(PAGE);
@@ -33,8 +40,7 @@ pub async fn for_each(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, s
             async move { t.client.request_text(request?).await }
         };
         let body = with_retry(&t.opts.retry, call).await?;
-        let next = read_page(&body, &mut each)
-            .map_err(|e| ApiFailure { code: 0, message: format!("reading the LIST of {}: {e}", path), transient: false, retry_after: None })?;
+        let next = page(body).await.map_err(|e| ApiFailure { code: 0, message: format!("reading the LIST of {}: {e}", path), transient: false, retry_after: None })?;
         match next.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(()),
@@ -43,11 +49,14 @@ pub async fn for_each(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, s
 }
 
 /// Parses one list body, handing each of its `items` to `each`; returns
-/// `metadata.continue`.
-pub fn read_page(body: &str, each: &mut impl FnMut(Value)) -> Result<Option<String>, serde_json::Error> {
+/// `metadata.continue`. Any depth a server stores is read (the stack grows onto the
+/// heap); the error names the position, never the text.
+pub fn read_page(body: &str, each: &mut impl FnMut(Live)) -> Result<Option<String>, String> {
     let mut de = serde_json::Deserializer::from_str(body);
-    let next = PageSeed { each }.deserialize(&mut de)?;
-    de.end()?;
+    de.disable_recursion_limit();
+    let position = |e: serde_json::Error| format!("not a list at line {}, column {}", e.line(), e.column());
+    let next = PageSeed { each }.deserialize(serde_stacker::Deserializer::new(&mut de)).map_err(position)?;
+    de.end().map_err(position)?;
     Ok(next)
 }
 
@@ -56,7 +65,7 @@ struct PageSeed<'a, F> {
     each: &'a mut F,
 }
 
-impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for PageSeed<'_, F> {
+impl<'de, F: FnMut(Live)> DeserializeSeed<'de> for PageSeed<'_, F> {
     type Value = Option<String>;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
@@ -64,7 +73,7 @@ impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for PageSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(Value)> Visitor<'de> for PageSeed<'_, F> {
+impl<'de, F: FnMut(Live)> Visitor<'de> for PageSeed<'_, F> {
     type Value = Option<String>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -96,7 +105,7 @@ struct ItemsSeed<'a, F> {
     each: &'a mut F,
 }
 
-impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for ItemsSeed<'_, F> {
+impl<'de, F: FnMut(Live)> DeserializeSeed<'de> for ItemsSeed<'_, F> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
@@ -104,7 +113,7 @@ impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for ItemsSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(Value)> Visitor<'de> for ItemsSeed<'_, F> {
+impl<'de, F: FnMut(Live)> Visitor<'de> for ItemsSeed<'_, F> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -116,10 +125,21 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for ItemsSeed<'_, F> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(item) = seq.next_element::<Value>()? {
+        while let Some(item) = seq.next_element_seed(LiveSeed)? {
             (self.each)(item);
         }
         Ok(())
+    }
+}
+
+/// One item, read as a [`Live`] object.
+struct LiveSeed;
+
+impl<'de> DeserializeSeed<'de> for LiveSeed {
+    type Value = Live;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Live, D::Error> {
+        Live::read(de)
     }
 }
 
@@ -132,7 +152,7 @@ mod tests {
         let body = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7","continue":"abc"},
             "items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#;
         let mut names = Vec::new();
-        let next = read_page(body, &mut |v: Value| names.push(v["metadata"]["name"].as_str().unwrap().to_string())).unwrap();
+        let next = read_page(body, &mut |v: Live| names.push(v.object["metadata"]["name"].as_str().unwrap().to_string())).unwrap();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(next.as_deref(), Some("abc"));
         let last = r#"{"metadata":{"resourceVersion":"7"},"items":null}"#;

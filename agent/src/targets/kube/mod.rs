@@ -23,6 +23,7 @@ pub mod identity;
 pub mod list;
 pub mod owner;
 pub mod prune;
+pub mod read;
 pub mod retry;
 pub mod schemas;
 pub mod state;

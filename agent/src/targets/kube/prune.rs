@@ -15,11 +15,11 @@
 use drover_proto::media;
 use drover_proto::object::ObjectRef;
 use futures::stream::{self, StreamExt};
-use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
+use kube::api::{DeleteParams, Preconditions};
 
-use super::discovery::ResolveError;
+use super::discovery::{ResolveError, Resolved};
 use super::owner::{owner, prune_refusal};
-use super::retry::with_retry;
+use super::read;
 use super::cluster::KubeTarget;
 use crate::order::{delete_phase, DeletePhase};
 use crate::targets::{Action, ObjectOutcome, PruneReport, PruneRequest};
@@ -37,37 +37,37 @@ pub(super) async fn prune(t: &KubeTarget, req: &PruneRequest) -> PruneReport {
 
 /// The object prune may delete (its API and live UID), or the outcome that says why not:
 /// gone already, `drover.dev/prune: disabled`, not this source's, unreadable.
-pub(super) async fn verdict(t: &KubeTarget, id: &ObjectRef, source: &str) -> Result<(Api<DynamicObject>, Option<String>), (Action, String)> {
+pub(super) async fn verdict(t: &KubeTarget, id: &ObjectRef, source: &str) -> Result<(Resolved, Option<String>), (Action, String)> {
     let outcome = |a: Action, m: String| (a, m);
     let res = match t.resolver.resolve(&id.api_version, &id.kind).await {
         Ok(r) => r,
         Err(ResolveError::Unknown(m)) => return Err(outcome(Action::Kept, format!("already gone: {m}"))),
         Err(e) => return Err(outcome(Action::Failed, e.to_string())),
     };
-    let api = res.api(&t.client, id.namespace.as_deref());
-    let live = match with_retry(&t.opts.retry, || api.get_opt(&id.name)).await {
-        Ok(Some(o)) => o,
+    // Read whole (any depth a server stores); one that cannot be read is not deleted.
+    let live = match read::get(t, &res, id.namespace.as_deref(), &id.name).await {
+        Ok(Some(o)) => read::meta(&o.object),
         Ok(None) => return Err(outcome(Action::Kept, "already gone".into())),
         Err(f) => return Err(outcome(Action::Failed, format!("reading before delete: {f}"))),
     };
-    if live.metadata.annotations.as_ref().and_then(|a| a.get(media::ANN_OBJ_PRUNE)).map(String::as_str) == Some("disabled") {
+    if live.annotations.as_ref().and_then(|a| a.get(media::ANN_OBJ_PRUNE)).map(String::as_str) == Some("disabled") {
         return Err(outcome(Action::Kept, format!("annotated {}: disabled", media::ANN_OBJ_PRUNE)));
     }
-    if let Some(why) = prune_refusal(&owner(&live.metadata, source)) {
+    if let Some(why) = prune_refusal(&owner(&live, source)) {
         return Err(outcome(Action::Refused, why));
     }
-    Ok((api, live.metadata.uid.clone()))
+    Ok((res, live.uid.clone()))
 }
 
 async fn prune_one(t: &KubeTarget, id: &ObjectRef, source: &str) -> ObjectOutcome {
     let outcome = |a: Action, m: String| ObjectOutcome::with(id.clone(), a, m);
-    let (api, uid) = match verdict(t, id, source).await {
+    let (res, uid) = match verdict(t, id, source).await {
         Ok(v) => v,
         Err((action, message)) => return outcome(action, message),
     };
     let mut params = DeleteParams::background();
     params.preconditions = Some(Preconditions { uid, resource_version: None });
-    match with_retry(&t.opts.retry, || api.delete(&id.name, &params)).await {
+    match read::delete(t, &res, id.namespace.as_deref(), &id.name, &params).await {
         Ok(_) => ObjectOutcome::new(id.clone(), Action::Deleted),
         Err(f) if f.not_found() => outcome(Action::Kept, "already gone".into()),
         Err(f) => outcome(Action::Failed, f.message),

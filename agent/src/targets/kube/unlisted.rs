@@ -24,14 +24,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::Request;
 use kube::Resource;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::cluster::KubeTarget;
 use super::discovery::Resolved;
 use super::owner::{adopted_message, Owner};
 use super::retry::{with_retry, ApiFailure};
+use crate::offload::off_thread;
 use crate::targets::{Action, ApplyRequest, ObjectOutcome};
 use drover_proto::object::ObjectRef;
+use drover_ssa::live::Live;
 
 /// What applying an object the LIST did not find came to.
 pub(super) enum Unlisted {
@@ -45,20 +47,21 @@ pub(super) enum Unlisted {
 pub(super) struct Sent {
     /// `201`: the apply created the object.
     pub created: bool,
-    /// The object as the server returned it.
-    pub object: Value,
+    /// The object as the server returned it (JSON text, read only when needed).
+    pub text: String,
     /// The apply was sent more than once (an earlier attempt failed in transit).
     pub retried: bool,
 }
 
-/// The server-side apply of `body` as [`PatchParams`] say.
-pub(super) async fn send(t: &KubeTarget, res: &Resolved, id: &ObjectRef, params: &PatchParams, body: &Value) -> Result<Sent, ApiFailure> {
+/// The server-side apply of `body` (JSON text, sent as it is) as [`PatchParams`] say.
+pub(super) async fn send(t: &KubeTarget, res: &Resolved, id: &ObjectRef, params: &PatchParams, body: &str) -> Result<Sent, ApiFailure> {
     let ns = if res.namespaced { id.namespace.as_deref() } else { None };
     let path = DynamicObject::url_path(&res.resource, ns);
     let attempts = AtomicU32::new(0);
     let call = || async {
         attempts.fetch_add(1, Ordering::Relaxed);
-        let request = Request::new(&path).patch(&id.name, params, &Patch::Apply(body)).map_err(kube::Error::BuildRequest)?;
+        let mut request = Request::new(&path).patch(&id.name, params, &Patch::Apply(Value::Null)).map_err(kube::Error::BuildRequest)?;
+        *request.body_mut() = body.as_bytes().to_vec();
         let resp = t.client.send(request.map(kube::client::Body::from)).await?;
         let status = resp.status();
         let bytes = http_body_util::BodyExt::collect(resp.into_body()).await?.to_bytes();
@@ -67,65 +70,89 @@ pub(super) async fn send(t: &KubeTarget, res: &Resolved, id: &ObjectRef, params:
                 .unwrap_or_else(|_| kube::core::Status::failure(&String::from_utf8_lossy(&bytes), "").with_code(status.as_u16()));
             return Err(kube::Error::Api(s.boxed()));
         }
-        let obj: Value = serde_json::from_slice(&bytes).map_err(kube::Error::SerdeError)?;
-        Ok((status == http::StatusCode::CREATED, obj))
+        Ok((status == http::StatusCode::CREATED, String::from_utf8_lossy(&bytes).into_owned()))
     };
-    let (created, object) = with_retry(&t.opts.retry, call).await?;
-    Ok(Sent { created, object, retried: attempts.load(Ordering::Relaxed) > 1 })
+    let (created, text) = with_retry(&t.opts.retry, call).await?;
+    Ok(Sent { created, text, retried: attempts.load(Ordering::Relaxed) > 1 })
 }
 
-/// Applies `body` (the object `id`, not in its kind's LIST) without reading it first.
-pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest, res: &Resolved, id: &ObjectRef, body: &Value) -> Unlisted {
+/// What a `200` answer says about the object (read off the async thread).
+struct Found {
+    terminating: Option<String>,
+    only_ours: bool,
+    resource_version: String,
+    /// kubectl's fields to take over ([`super::adopt::fold_adopted`]).
+    fold: Option<String>,
+}
+
+impl Found {
+    fn read(text: &str, manager: &str) -> Result<Found, String> {
+        let live = Live::parse(text)?;
+        Ok(Found {
+            terminating: super::wait::terminating(&live.object),
+            only_ours: only_ours(&live, manager),
+            resource_version: live.resource_version().to_string(),
+            fold: super::adopt::fold_adopted(&live, manager),
+        })
+    }
+}
+
+/// Applies `body` (the object `id`, not in its kind's LIST; JSON text) without reading it
+/// first.
+pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest, res: &Resolved, id: &ObjectRef, body: &str) -> Unlisted {
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {
         params = params.force();
     }
-    let after = match send(t, res, id, &params, body).await {
+    let failed = |m: String| Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Failed, m));
+    let (text, retried) = match send(t, res, id, &params, body).await {
         Ok(Sent { created: true, .. }) => return Unlisted::Done(ObjectOutcome::new(id.clone(), Action::Created)),
-        Ok(Sent { object, retried, .. }) if retried && only_ours(&object, &req.field_manager) => {
-            return Unlisted::Done(ObjectOutcome::new(id.clone(), Action::Created));
-        }
-        Ok(Sent { object, .. }) => object,
+        Ok(Sent { text, retried, .. }) => (text, retried),
         Err(f) if f.conflict() && !t.opts.force => return Unlisted::ReadFirst,
-        Err(f) => return Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Failed, f.message)),
+        Err(f) => return failed(f.message),
     };
-    if let Some(m) = super::wait::terminating(&after) {
+    let manager = req.field_manager.clone();
+    let after = match off_thread(move || Found::read(&text, &manager)).await {
+        Ok(found) => found,
+        Err(e) => return failed(format!("applied, but the API server's answer cannot be read to tell whether it was adopted: {e}")),
+    };
+    if retried && after.only_ours {
+        return Unlisted::Done(ObjectOutcome::new(id.clone(), Action::Created));
+    }
+    if let Some(m) = after.terminating {
         return Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Terminating, format!("{m}: recreated once it is gone")));
     }
-    if let Some(fields) = super::adopt::fold_adopted(&after, &req.field_manager) {
-        let rv = after.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
-        let fold = json!({"metadata": {"resourceVersion": rv, "managedFields": fields}});
-        let api = res.api(&t.client, id.namespace.as_deref());
-        let merge = PatchParams { field_manager: Some(req.field_manager.clone()), ..Default::default() };
-        let fold = Patch::Merge(&fold);
-        let taken = with_retry(&t.opts.retry, || api.patch(&id.name, &merge, &fold)).await;
-        let again = match taken {
-            Ok(_) => send(t, res, id, &params, body).await.map(|_| ()),
+    if let Some(fields) = after.fold {
+        let ns = id.namespace.as_deref();
+        let again = match super::adopt::take_over(t, res, ns, &id.name, &req.field_manager, &after.resource_version, &fields).await {
+            Ok(()) => send(t, res, id, &params, body).await.map(|_| ()),
             Err(f) => Err(f),
         };
         if let Err(f) = again {
-            return Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {}", f.message)));
+            return failed(format!("taking over the fields kubectl left (managedFields): {}", f.message));
         }
     }
     Unlisted::Done(ObjectOutcome::with(id.clone(), Action::Adopted, adopted_message(&Owner::Foreign)))
 }
 
 /// The object's only managed-fields entry is `manager`'s apply: nobody else ever wrote it.
-fn only_ours(obj: &Value, manager: &str) -> bool {
-    let entries = obj.pointer("/metadata/managedFields").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    !entries.is_empty() && entries.iter().all(|e| e["manager"] == manager && e["operation"] == "Apply")
+fn only_ours(live: &Live, manager: &str) -> bool {
+    let entries = live.entries.as_deref().unwrap_or_default();
+    !entries.is_empty() && entries.iter().all(|e| e.manager == manager && e.operation == "Apply")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn an_object_only_drover_applied_was_made_by_drover() {
-        let ours = json!({"metadata": {"managedFields": [{"manager": "drover", "operation": "Apply"}]}});
-        assert!(only_ours(&ours, "drover"));
-        let theirs = json!({"metadata": {"managedFields": [{"manager": "drover", "operation": "Apply"}, {"manager": "kubectl-client-side-apply", "operation": "Update"}]}});
-        assert!(!only_ours(&theirs, "drover"));
-        assert!(!only_ours(&json!({"metadata": {}}), "drover"));
+        let entry = |m: &str, op: &str| json!({"manager": m, "operation": op, "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}});
+        let ours = json!({"metadata": {"managedFields": [entry("drover", "Apply")]}});
+        assert!(only_ours(&Live::from_value(&ours), "drover"));
+        let theirs = json!({"metadata": {"managedFields": [entry("drover", "Apply"), entry("kubectl-client-side-apply", "Update")]}});
+        assert!(!only_ours(&Live::from_value(&theirs), "drover"));
+        assert!(!only_ours(&Live::from_value(&json!({"metadata": {}})), "drover"));
     }
 }

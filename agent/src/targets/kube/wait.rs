@@ -179,7 +179,7 @@ fn crd(v: &Value) -> Check {
 }
 
 async fn check_planned(t: &KubeTarget, o: &PlannedObject) -> Check {
-    match t.get_value(&o.id).await {
+    match super::read::get_value(t, &o.id).await {
         Ok(Some(v)) => check_object(o.id.group(), &o.id.kind, &v),
         Ok(None) => Check::Pending("not found".into()),
         Err(m) => Check::Pending(format!("cannot read it: {m}")),
