@@ -106,7 +106,14 @@ async fn from_cluster(t: &KubeTarget, res: &ApiResource) -> Option<Value> {
 async fn from_openapi(t: &KubeTarget, api_version: &str, kind: &str) -> Option<Schema> {
     let mut cache = t.openapi.lock().await;
     if !cache.contains_key(api_version) {
-        let kinds = read_openapi(t, api_version).await.map(|doc| Arc::new(kinds_of(&doc, api_version, t.minor())));
+        let kinds = match read_openapi(t, api_version).await {
+            // Parsed and converted off the async thread (core/v1's document is ~2 MB).
+            Some(bytes) => {
+                let (api_version, minor) = (api_version.to_string(), t.minor());
+                crate::offload::off_thread(move || serde_json::from_slice::<Value>(&bytes).ok().map(|doc| Arc::new(kinds_of(&doc, &api_version, minor)))).await
+            }
+            None => None,
+        };
         cache.insert(api_version.to_string(), kinds);
     }
     cache.get(api_version)?.as_ref()?.get(kind).cloned()
@@ -131,8 +138,8 @@ fn kinds_of(doc: &Value, api_version: &str, minor: u8) -> HashMap<String, Schema
 }
 
 /// `/openapi/v3/apis/GROUP/VERSION` (or `/openapi/v3/api/v1`), at most [`OPENAPI_LIMIT`]
-/// bytes; None when the server has none or it cannot be read.
-async fn read_openapi(t: &KubeTarget, api_version: &str) -> Option<Value> {
+/// bytes, unparsed; None when the server has none or it cannot be read.
+async fn read_openapi(t: &KubeTarget, api_version: &str) -> Option<Vec<u8>> {
     let path = match api_version.split_once('/') {
         Some((g, v)) => format!("/openapi/v3/apis/{g}/{v}"),
         None => format!("/openapi/v3/api/{api_version}"),
@@ -159,5 +166,5 @@ async fn read_openapi(t: &KubeTarget, api_version: &str) -> Option<Value> {
         }
         bytes.extend_from_slice(&chunk);
     }
-    serde_json::from_slice(&bytes).ok()
+    Some(bytes)
 }
