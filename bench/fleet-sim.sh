@@ -15,11 +15,14 @@
 #      the registry's and the agents' CPU in each window
 #   2. the time of `drover fleet enroll` and of `drover fleet status` over all signed
 #      reports (goal: < 10 s at 10,000), the CPU drover and the registry spent, and the
-#      registry's floor: the same GETs by curl
+#      registry's floor: the same GETs by curl; then the same with declared membership:
+#      `fleet enroll --fleet --all-pending` writing a Fleet file of 10,000 clusters (its
+#      size), and `fleet status --fleet`
 #   3. the registry's storage per report write (what garbage collection has to remove)
 # The machine's load average is printed before and after: on a shared machine it is part
 # of the numbers. Needs about 1 GB in TMPDIR (removed at the end).
 # Usage: bench/fleet-sim.sh            PHASES=1000,5000,10000 WINDOW=60s POLL=60s REPORT_INTERVAL=5m
+#        (the declared-membership numbers alone: PHASES=10000 WINDOW=10s POLL=10s, ~5 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PHASES=${PHASES:-1000,5000,10000}
@@ -27,8 +30,9 @@ WINDOW=${WINDOW:-60s}
 POLL=${POLL:-60s}
 REPORT_INTERVAL=${REPORT_INTERVAL:-5m}
 [[ -n ${SKIP_BUILD:-} ]] || cargo build --release -p drover-bundler --bin drover -p drover-agent --example fleet_sim --quiet
-DROVER=$PWD/target/release/drover
-SIM=$PWD/target/release/examples/fleet_sim
+# DROVER= and SIM= (with SKIP_BUILD=1) run other builds, e.g. a debug one to check the script.
+DROVER=${DROVER:-$PWD/target/release/drover}
+SIM=${SIM:-$PWD/target/release/examples/fleet_sim}
 WORK=$(mktemp -d)
 source bench/lib.sh
 cleanup() {
@@ -94,6 +98,29 @@ for output in json table; do
     "$output" "$secs" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
 done
 echo "clusters in the status: $(jq '.clusters | length' "$WORK/status.json"), of them counted (signed, enrolled): $(jq '[.clusters[] | select(.untrusted == null)] | length' "$WORK/status.json")"
+# 2b. Declared membership (issue 30): the same clusters declared in a Fleet file, written by
+#     `fleet enroll --fleet --all-pending` from their signed reports (no key); the file's
+#     size; then `fleet status --fleet` (every report judged against the file; with
+#     --trust-key the channel's bundle is read too, to classify against it).
+mkdir -p "$WORK/platform/cluster-types"
+printf 'apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata: {name: bench}\n' >"$WORK/platform/cluster-types/bench.yaml"
+printf '# The bench fleet.\napiVersion: drover.dev/v1\nkind: Fleet\nspec:\n  environments: [prod]\n  clusters: []\n' >"$WORK/platform/fleet.yaml"
+before=$(reg_cpu)
+/usr/bin/time -f '%e %U %S %M' -o "$WORK/declare.time" "$DROVER" -o json fleet enroll --fleet "$WORK/platform/fleet.yaml" --registry "$REG/fleet" \
+  --all-pending --plain-http >"$WORK/declare.json"
+read -r secs user sys rss <"$WORK/declare.time"
+printf 'drover fleet enroll --fleet --all-pending: %d clusters declared in %.2f s; drover CPU %.2f s, peak RSS %d KiB; registry CPU %.2f s\n' \
+  "$(jq .enrolled "$WORK/declare.json")" "$secs" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
+printf 'the Fleet file for %d clusters: %d bytes (%d lines)\n' "$(jq .enrolled "$WORK/declare.json")" "$(stat -c %s "$WORK/platform/fleet.yaml")" "$(wc -l <"$WORK/platform/fleet.yaml")"
+for output in json table; do
+  before=$(reg_cpu)
+  /usr/bin/time -f '%e %U %S %M' -o "$WORK/declared.time" "$DROVER" -o "$output" fleet status --registry "$REG/fleet" \
+    --fleet "$WORK/platform/fleet.yaml" --trust-key "$WORK/keys/drover.pub" --plain-http >"$WORK/declared.$output"
+  read -r secs user sys rss <"$WORK/declared.time"
+  printf 'drover fleet status --fleet -o %s: %.2f s (was 11.5 s with the roster); drover CPU %.2f s, peak RSS %d KiB; registry CPU %.2f s\n' \
+    "$output" "$secs" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "($(reg_cpu) - $before) / 100" | bc -l)"
+done
+echo "declared clusters in the status: $(jq '.clusters | length' "$WORK/declared.json"), of them ready: $(jq '.summary[0].ready' "$WORK/declared.json")"
 # The registry's floor: the same manifest GETs (one per report, 32 at once, keep-alive)
 # by curl, the lightest client at hand. What drover adds is the difference.
 jq -r --arg r "http://$REG/v2/fleet/drover-reports/manifests/" '.clusters[] | "url = \"\($r)\(.clusterType).\(.clusterName)\"\noutput = \"/dev/null\""' \

@@ -123,8 +123,8 @@ drover-agent run --once --source "oci-archive:prod.tar:fleet/cloud-standard:prod
     --target dir:clusters/cloud-standard --state-dir state/cloud-standard
 drover-agent status --state-dir state/edge-small       # the agent of this state directory
 drover-agent history --state-dir state/cloud-standard -o json   # the last 20 attempts (--limit N)
-drover fleet enroll --registry "$SOVEREIGN" --key keys/drover.key --all-pending   # approve each cluster's report key
-drover fleet status --registry "$SOVEREIGN" --trust-key keys/drover.pub   # every reporting cluster: sequence, health, last result
+drover fleet enroll --fleet platform/fleet.yaml --registry "$SOVEREIGN" --all-pending   # declare each cluster and its report key (a diff to review)
+drover fleet status --registry "$SOVEREIGN" --fleet platform/fleet.yaml --trust-key keys/drover.pub   # every declared cluster: class, sequence, health, last result
 # --- walkthrough end ---
 
 set +x

@@ -46,6 +46,7 @@ mod tests {
             sequence: 1,
             field_manager: "drover".into(),
             groups: vec![OrderGroup { stage: crate::order::ApplyStage::Config, objects: vec![obj] }],
+            health: Default::default(),
         };
         let m = mask_secret_messages(&req, &id, "Secret \"db\" is invalid: data[password]: Invalid value: \"hunter2\" (aHVudGVyMg==)");
         assert!(!m.contains("hunter2") && !m.contains("aHVudGVyMg==") && m.contains("data[password]"), "{m}");

@@ -1,4 +1,4 @@
-//! The command line: `drover-agent run | status | history | hold | release | plan`.
+//! The command line: `drover-agent run | status | history | reconcile | hold | release | plan`.
 
 use std::path::PathBuf;
 
@@ -31,11 +31,15 @@ pub enum Command {
     /// Show the last attempts with per-object outcomes (same agent as status; every
     /// source, or the one --source names).
     History(QueryArgs),
+    /// Ask the running agent to poll now, and wait for that attempt's result (exit 0:
+    /// applied, unchanged or held; 1: refused or failed).
+    Reconcile(ReconcileArgs),
     /// Hold the agent (or one source with --source): it keeps polling and verifying but
     /// applies nothing until released.
     Hold(HoldArgs),
     /// Release a hold (every hold file, or the one of --source): the next poll applies the
-    /// newest verified bundle.
+    /// newest verified bundle; or with --rollback the refusal of a bundle this agent rolled
+    /// back from (every source's, or the one of --source).
     Release(ReleaseArgs),
     /// Show what applying the newest verified bundle would do, changing nothing
     /// (exit 0: nothing would change, 3: something would, 1: refused or would fail); with
@@ -80,9 +84,15 @@ pub struct ReleaseArgs {
     /// The agent's state directory.
     #[arg(long, env = "DROVER_STATE_DIR")]
     pub state_dir: PathBuf,
-    /// Release only this source's own hold; without it every hold file is removed.
+    /// Release only this source's own hold (with --rollback: only its rollback refusal);
+    /// without it every hold file is removed (every source's refusal is released).
     #[arg(long, value_name = "NAME")]
     pub source: Option<String>,
+    /// Release the refusal of the bundle rolled back from (`--on-degraded rollback`)
+    /// instead of a hold: the agent applies it again on its next poll when the channel
+    /// still names it (its anti-rollback floor stays).
+    #[arg(long)]
+    pub rollback: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: Output,
@@ -119,6 +129,25 @@ pub struct QueryArgs {
     pub source: Option<String>,
 }
 
+/// Flags of `reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The agent's state directory: the agent asked is the one running on it (through its
+    /// local channel, which only the agent's user can reach).
+    #[arg(long, value_name = "DIR", env = "DROVER_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// The source to poll: its name or reference (default: the agent's only source;
+    /// required when it polls several).
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
+    /// How long to wait for the attempt's result, e.g. 15m.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub timeout: String,
+    /// Output format: a short line, or JSON (camelCase fields).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+}
+
 /// Flags of `run`: the settings (each also a `--config` file field and a `DROVER_*`
 /// environment variable; see [`ConfigLayer`]) plus `--config` and `--once`.
 #[derive(Debug, Args)]
@@ -133,6 +162,34 @@ pub struct RunArgs {
     /// Serves HTTP only when --listen is given.
     #[arg(long)]
     pub once: bool,
+}
+
+/// A table as the commands print it: every column as wide as its widest cell (header
+/// included), two spaces between columns, the last column not padded.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == last {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
 }
 
 /// Prints a command's result: `value` as JSON, or `text()` as the table.

@@ -1,6 +1,7 @@
 //! The local commands that act on an agent's state directory or plan its sources:
-//! `plan`, `hold` and `release` (each with `--source NAME` for one source). They return
-//! exit codes and print through [`crate::cli::emit`].
+//! `plan`, `hold` and `release` (each with `--source NAME` for one source; `release
+//! --rollback` lifts a rollback refusal). They return exit codes and print through
+//! [`crate::cli::emit`].
 
 use std::io::Write;
 use std::path::Path;
@@ -63,9 +64,55 @@ pub struct Released {
     pub still_held: Option<Hold>,
 }
 
-/// `drover-agent release`: removes every hold file, or the source's own with `--source`.
+/// What `release --rollback` did: the requests left for the sources of the agent of the
+/// state directory.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleasedRollback {
+    /// The state directory.
+    pub state_dir: String,
+    /// The sources asked (the one of `--source`, else every source the agent runs).
+    pub sources: Vec<String>,
+    /// When the release was asked (a refusal recorded later is not lifted by it).
+    pub requested_at: String,
+}
+
+/// `drover-agent release --rollback`: leaves a release request for the source `--source`
+/// names, else for every source of the agent ([`crate::configured`]; the single unnamed
+/// source when none is recorded).
+fn release_rollback(a: &ReleaseArgs) -> anyhow::Result<i32> {
+    let dir = &a.state_dir;
+    let sources: Vec<String> = match &a.source {
+        Some(n) => vec![n.clone()],
+        None => match crate::configured::read(dir) {
+            Some(list) if !list.is_empty() => list.into_iter().map(|c| c.name).collect(),
+            _ => vec![crate::config::DEFAULT_NAME.to_string()],
+        },
+    };
+    let mut requested_at = String::new();
+    for name in &sources {
+        requested_at = hold::request_rollback_release(dir, name)?;
+    }
+    let r = ReleasedRollback { state_dir: dir.display().to_string(), sources, requested_at };
+    cli::emit(a.output, &r, || {
+        let who = match &a.source {
+            Some(n) => format!("source {n} of the agent on {}", r.state_dir),
+            None => format!("the agent on {}", r.state_dir),
+        };
+        format!(
+            "asked {who} to lift its rollback refusal on its next poll: the bundle it rolled back from is applied again if the channel still names it (`drover-agent status` shows rolledBack.released)\n"
+        )
+    })?;
+    Ok(0)
+}
+
+/// `drover-agent release`: removes every hold file, or the source's own with `--source`;
+/// with `--rollback` releases a rollback refusal instead.
 pub fn release(a: &ReleaseArgs) -> anyhow::Result<i32> {
     check_source(&a.state_dir, a.source.as_deref())?;
+    if a.rollback {
+        return release_rollback(a);
+    }
     let dir = &a.state_dir;
     let released = hold::release(dir, a.source.as_deref())?;
     let mut sources = Vec::new();

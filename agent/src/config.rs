@@ -15,7 +15,7 @@ pub mod layer;
 pub mod source;
 
 pub use self::file::{ConfigFile, SourceEntry, AGENT_WIDE};
-pub use self::layer::{ConfigError, ConfigLayer, DriftMode, LogFormat, TargetSpec, DEFAULT_LISTEN};
+pub use self::layer::{ConfigError, ConfigLayer, DriftMode, HealthChecks, LogFormat, OnDegraded, TargetSpec, DEFAULT_LISTEN};
 pub use self::source::{ReportSettings, SourceSettings, DEFAULT_NAME};
 use self::layer::{duration, invalid};
 

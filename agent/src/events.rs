@@ -11,6 +11,8 @@
 //! only when its note is the same, so notes hold what identifies the outcome (digest,
 //! sequence, reason) and no counters that move from poll to poll.
 
+use drover_proto::channel::Position;
+
 /// Longest note the API server accepts (bytes).
 pub const NOTE_LIMIT: usize = 1024;
 /// Objects named in a note (the rest are counted).
@@ -22,7 +24,7 @@ pub struct Event {
     /// `Warning` (true) or `Normal`.
     pub warning: bool,
     /// Why, in PascalCase: `Applied`, `Rejected`, `Held`, `DriftCorrected`,
-    /// `DriftReported`, `PruneRefused`, `Failed`.
+    /// `DriftReported`, `PruneRefused`, `RolledBack`, `RollbackReleased`, `Failed`.
     pub reason: &'static str,
     /// What the agent was doing: `Apply`, `Resync`, `Prune`, `Hold` or the stage that
     /// stopped (`Resolve`, `Fetch`, `Verify`, ...).
@@ -69,6 +71,17 @@ impl Event {
     /// Nothing applied because the agent is held (`what`: the attempt's reason).
     pub fn held(what: &str) -> Event {
         Event::new(false, "Held", "Hold", what.to_string())
+    }
+
+    /// A Degraded new bundle was replaced by the last bundle Healthy here
+    /// (`--on-degraded rollback`).
+    pub fn rolled_back(from: &Position, to: &Position, why: &str) -> Event {
+        Event::new(true, "RolledBack", "Rollback", format!("Rolled back from {} (sequence {}) to {} (sequence {}): {why}", from.digest, from.sequence, to.digest, to.sequence))
+    }
+
+    /// An operator released a rollback's refusal (`drover-agent release --rollback`).
+    pub fn rollback_released(note: &str) -> Event {
+        Event::new(false, "RollbackReleased", "Release", note.to_string())
     }
 
     /// An attempt failed at `stage` (the registry unreachable, an apply failed).

@@ -261,6 +261,13 @@ impl Gate {
         Gate { dir: Some(state_dir.to_path_buf()), name: Some(name.to_string()), windows: Windows::default(), seen: None }
     }
 
+    /// The time of the source's rollback release request, consumed
+    /// ([`take_rollback_release`]: `drover-agent release --rollback` leaves it in the state
+    /// directory whose hold files this gate reads).
+    pub fn take_rollback_release(&self) -> Option<String> {
+        take_rollback_release(self.dir.as_deref()?, self.name.as_deref()?)
+    }
+
     /// The gate also holds new bundles while none of `windows` is open.
     pub fn with_windows(self, windows: Windows) -> Self {
         Gate { windows, ..self }
@@ -335,6 +342,68 @@ impl Gate {
     }
 }
 
+/// True when a rollback (`--on-degraded rollback`) may run under `hold`: no hold, or only
+/// closed apply windows (a rollback finishes the apply a window allowed); an operator's
+/// hold keeps the Degraded bundle (nothing is changed while held).
+pub fn allows_rollback(hold: Option<&Hold>) -> bool {
+    hold.is_none_or(|h| h.by == HoldOrigin::Window)
+}
+
+/// The file `drover-agent release --rollback` writes into the state directory for
+/// source `name`: `release-rollback-NAME.json` (each source takes its own).
+pub fn rollback_release_file(name: &str) -> String {
+    format!("release-rollback-{name}.json")
+}
+
+#[derive(Serialize, Deserialize)]
+struct ReleaseRequest {
+    at: String,
+}
+
+/// `drover-agent release --rollback`: asks source `name` of the agent of `dir` to lift its
+/// rollback refusal (written like the hold file: in the state directory, replaced
+/// atomically; [`crate::rollback`]). Returns the request's time. The caller checks that
+/// `name` is one of the agent's sources.
+pub fn request_rollback_release(dir: &Path, name: &str) -> Result<String, HoldError> {
+    state_dir(dir)?;
+    let at = drover_proto::time::now_rfc3339();
+    let body = serde_json::to_vec(&ReleaseRequest { at: at.clone() }).expect("request serializes");
+    let file = rollback_release_file(name);
+    open(dir)?.replace(&file, &body).map_err(io_err(&dir.join(&file)))?;
+    Ok(at)
+}
+
+/// The agent's side, for source `name`: the time of its rollback release request in
+/// `dir`, consumed (removed); read as the hold file is (relative to the state directory,
+/// bounded); anything else there is removed and logged.
+pub fn take_rollback_release(dir: &Path, name: &str) -> Option<String> {
+    let state = open(dir).ok()?;
+    let file = rollback_release_file(name);
+    let found = state.read(&file, MAX_FILE);
+    if matches!(found, Ok(Found::Missing)) {
+        return None;
+    }
+    let _ = state.remove(&file);
+    let shown = dir.join(&file).display().to_string();
+    match found {
+        Ok(Found::Ours(data)) => match serde_json::from_slice::<ReleaseRequest>(&data) {
+            Ok(r) => Some(r.at),
+            Err(e) => {
+                tracing::warn!("{shown}: not a release request ({e}); removed");
+                None
+            }
+        },
+        Ok(other) => {
+            tracing::warn!("{shown}: not a release request ({other:?}); removed");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("{shown}: {e}");
+            None
+        }
+    }
+}
+
 /// A hold as status and reports show it: the hold plus the newest verified bundle that
 /// waits for the release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -389,6 +458,29 @@ pub fn offline(state_dir: Option<&Path>, name: &str, state: &crate::record::Sour
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_do_not_stop_a_rollback_an_operator_hold_does() {
+        let hold = |by| Hold { reason: "r".into(), since: String::new(), by, next_window: None };
+        assert!(allows_rollback(None));
+        assert!(allows_rollback(Some(&hold(HoldOrigin::Window))));
+        assert!(!allows_rollback(Some(&hold(HoldOrigin::File))));
+        assert!(!allows_rollback(Some(&hold(HoldOrigin::Annotation))));
+        assert!(!allows_rollback(Some(&hold(HoldOrigin::Unreadable))));
+    }
+
+    #[test]
+    fn a_rollback_release_request_is_taken_by_its_own_source_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        crate::record::Store::open(tmp.path()).unwrap();
+        let at = request_rollback_release(tmp.path(), "team-a").unwrap();
+        assert_eq!(take_rollback_release(tmp.path(), "team-b"), None, "another source's request");
+        assert_eq!(take_rollback_release(tmp.path(), "team-a"), Some(at));
+        assert_eq!(take_rollback_release(tmp.path(), "team-a"), None, "consumed");
+        fs::write(tmp.path().join(rollback_release_file("team-a")), "garbage").unwrap();
+        assert_eq!(take_rollback_release(tmp.path(), "team-a"), None);
+        assert!(!tmp.path().join(rollback_release_file("team-a")).exists(), "not a request: removed");
+    }
 
     #[test]
     fn hold_release_round_trip() {

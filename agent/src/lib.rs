@@ -36,10 +36,12 @@ pub mod private;
 pub mod prune;
 pub mod query;
 pub mod recall;
+pub mod reconcile;
 pub mod record;
 pub mod refused;
 pub mod report;
 pub mod resolve;
+pub mod rollback;
 pub mod run;
 pub mod runner;
 pub mod serve;
@@ -121,6 +123,11 @@ pub fn main_entry() -> i32 {
                 }
                 cli::emit(q.output, &h.attempts, || query::history_text(&h.attempts))?;
                 Ok(0)
+            }
+            Command::Reconcile(a) => {
+                let r = reconcile::ask(&a).await?;
+                cli::emit(a.output, &r, || r.to_text())?;
+                Ok(if r.ok() { 0 } else { 1 })
             }
             Command::Hold(a) => commands::hold(&a),
             Command::Release(a) => commands::release(&a),

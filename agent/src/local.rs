@@ -50,6 +50,11 @@ pub enum Answer {
 
 /// Asks the agent of the state directory `dir` for `path`, reading at most `cap` bytes.
 pub async fn ask(dir: &Path, path: &str, cap: usize) -> Answer {
+    ask_with(dir, hyper::Method::GET, path, cap).await
+}
+
+/// [`ask`] with another method (`POST` for a command that changes what the agent does).
+pub async fn ask_with(dir: &Path, method: hyper::Method, path: &str, cap: usize) -> Answer {
     let state = match StateDir::existing(dir) {
         Ok(s) => s,
         Err(e) => return Answer::NoAgent(format!("{}: {e}", dir.display())),
@@ -67,7 +72,7 @@ pub async fn ask(dir: &Path, path: &str, cap: usize) -> Answer {
         Ok(c) => return Answer::Failed(format!("{} is served by a process of uid {}, not of the directory's owner (uid {owner})", dir.join(SOCKET).display(), c.uid())),
         Err(e) => return Answer::Failed(format!("{}: {e}", dir.join(SOCKET).display())),
     }
-    match tokio::time::timeout(DEADLINE, get(stream, "localhost", path, cap)).await {
+    match tokio::time::timeout(DEADLINE, send(stream, "localhost", method, path, cap)).await {
         Ok(Ok(body)) => Answer::Body(body),
         Ok(Err(e)) => Answer::Failed(format!("{}{path}: {e}", dir.join(SOCKET).display())),
         Err(_) => Answer::Failed(format!("{}{path}: no answer within {}s", dir.join(SOCKET).display(), DEADLINE.as_secs())),
@@ -96,9 +101,19 @@ pub async fn get<I>(io: I, host: &str, path: &str, cap: usize) -> Result<String,
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    send(io, host, hyper::Method::GET, path, cap).await
+}
+
+/// [`get`] with another method (no request body).
+pub async fn send<I>(io: I, host: &str, method: hyper::Method, path: &str, cap: usize) -> Result<String, String>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)).await.map_err(|e| e.to_string())?;
     let driver = tokio::spawn(conn);
-    let req = hyper::Request::get(path)
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
         .header(hyper::header::HOST, host)
         .header(hyper::header::CONNECTION, "close")
         .body(axum::body::Body::empty())

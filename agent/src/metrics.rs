@@ -31,6 +31,8 @@ pub struct Metrics {
     waiting: Family<Labels, Gauge>,
     drifted: Family<Labels, Gauge>,
     state_unwritable: Family<Labels, Gauge>,
+    rollbacks: Family<Labels, Counter>,
+    rolled_back: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -60,6 +62,8 @@ impl Metrics {
             waiting: Family::default(),
             drifted: Family::default(),
             state_unwritable: Family::default(),
+            rollbacks: Family::default(),
+            rolled_back: Family::default(),
             registry: Registry::default(),
         };
         registry.register("polls", "Polls of the source by result (Applied, Unchanged, Rejected, Failed, Held, Waiting)", m.polls.clone());
@@ -98,12 +102,22 @@ impl Metrics {
             "1 while the state database cannot be written (a full disk, a read-only volume): the agent runs on from memory and writes it once it can",
             m.state_unwritable.clone(),
         );
+        registry.register(
+            "rollbacks",
+            "Degraded new bundles replaced by the last bundle Healthy here (--on-degraded rollback)",
+            m.rollbacks.clone(),
+        );
+        registry.register(
+            "rolled_back",
+            "1 while a rollback's refusal stands: the Degraded bundle (digest, sequence) is not applied again on its own; to_digest is the bundle put back",
+            m.rolled_back.clone(),
+        );
         Metrics { registry, ..m }
     }
 
     /// The series of source `name`, created at 0 ([`SourceMetrics::start_at_zero`]).
     pub fn source(self: &Arc<Self>, name: &str) -> SourceMetrics {
-        let s = SourceMetrics { m: self.clone(), name: name.to_string(), bundle: Arc::default() };
+        let s = SourceMetrics { m: self.clone(), name: name.to_string(), bundle: Arc::default(), rolled: Arc::default() };
         s.start_at_zero();
         s
     }
@@ -129,6 +143,8 @@ pub struct SourceMetrics {
     name: String,
     /// The labels of this source's `drover_bundle_info` series (replaced on each apply).
     bundle: Arc<Mutex<Option<Labels>>>,
+    /// The labels of this source's `drover_rolled_back` series, while a refusal stands.
+    rolled: Arc<Mutex<Option<Labels>>>,
 }
 
 impl SourceMetrics {
@@ -160,7 +176,7 @@ impl SourceMetrics {
             let _ = m.api_writes.get_or_create(&self.l(&[("verb", verb)]));
         }
         let none = self.l(&[]);
-        for f in [&m.prunes, &m.prunes_refused, &m.drift] {
+        for f in [&m.prunes, &m.prunes_refused, &m.drift, &m.rollbacks] {
             let _ = f.get_or_create(&none);
         }
         for f in [&m.last_success, &m.held, &m.waiting, &m.drifted, &m.state_unwritable] {
@@ -218,6 +234,33 @@ impl SourceMetrics {
     /// Sets `drover_state_unwritable` (1 while the state database cannot be written).
     pub fn state_unwritable(&self, failing: bool) {
         self.m.state_unwritable.get_or_create(&self.l(&[])).set(i64::from(failing));
+    }
+
+    /// A rollback recorded (`Some`: counted, and its refusal shown) or no refusal in force
+    /// (`None`).
+    pub fn rolled_back(&self, rb: Option<&crate::rollback::RolledBack>) {
+        match rb {
+            Some(rb) => {
+                self.m.rollbacks.get_or_create(&self.l(&[])).inc();
+                self.show_rolled_back(rb);
+            }
+            None => {
+                if let Some(old) = self.rolled.lock().expect("rolled-back labels lock").take() {
+                    self.m.rolled_back.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Shows a refusal in force (at start, from the state) without counting a rollback.
+    pub fn show_rolled_back(&self, rb: &crate::rollback::RolledBack) {
+        let labels = self.l(&[("digest", &rb.from.digest), ("sequence", &rb.from.sequence.to_string()), ("to_digest", &rb.to.digest)]);
+        let mut last = self.rolled.lock().expect("rolled-back labels lock");
+        if let Some(old) = last.take() {
+            self.m.rolled_back.remove(&old);
+        }
+        self.m.rolled_back.get_or_create(&labels).set(1);
+        *last = Some(labels);
     }
 
     /// Counts object outcomes.

@@ -126,6 +126,7 @@ pub fn plan(u: Unpacked, policy: &Policy, known: &ClusterKinds, source: &str, fi
         sequence: u.sequence,
         field_manager: field_manager.to_string(),
         groups: groups.into_iter().map(|(stage, objects)| OrderGroup { stage, objects }).collect(),
+        health: Default::default(),
     };
     Ok((req, refused))
 }

@@ -177,6 +177,12 @@ impl Session {
             Ok(d) => d,
             Err(e) => return Ok(refused("resolve")(e)),
         };
+        if state.refuses(&digest) {
+            let message = format!(
+                "{digest} is the bundle this agent rolled back from (--on-degraded rollback): it is not applied on its own; a newer bundle is, and `drover-agent release --rollback` lifts the refusal"
+            );
+            return Ok(Planned::Refused { stage: "rollback", message });
+        }
         let expect = Expectations { cluster_type: s.expect_cluster_type.clone(), environment: s.expect_environment.clone() };
         let admission = Admission { source: &source, store, trust: &trust, fingerprint: &fingerprint, expect: &expect, state: &state };
         let verified = match admission.admit(&digest).await {
@@ -184,6 +190,9 @@ impl Session {
             Err(stop) => return Ok(Planned::Refused { stage: stop.stage, message: stop.error.message().to_string() }),
         };
         let allow_mass_prune = verified.bundle.config.allow_mass_prune;
+        if let Err(e) = crate::wait::rules(&verified.bundle.digest, &verified.bundle.config, &s.health_checks) {
+            return Ok(refused("verify")(e));
+        }
         let unpacked = match crate::unpack::unpack(verified) {
             Ok(u) => u,
             Err(e) => return Ok(refused("unpack")(e)),

@@ -123,7 +123,7 @@ mod tests {
     fn request(objects: &[ObjectRef]) -> ApplyRequest {
         let objects = objects.iter().map(|o| PlannedObject { id: o.clone(), path: String::new(), yaml: Arc::new(Vec::new()) });
         let groups = objects.map(|o| OrderGroup { stage: apply_stage(&o.id), objects: vec![o] }).collect();
-        ApplyRequest { source: "s".into(), digest: "sha256:d".into(), sequence: 2, field_manager: "drover".into(), groups }
+        ApplyRequest { source: "s".into(), digest: "sha256:d".into(), sequence: 2, field_manager: "drover".into(), groups, health: Default::default() }
     }
 
     #[test]

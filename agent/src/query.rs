@@ -113,7 +113,7 @@ fn open_store(dir: &Path, notice: Option<&str>) -> anyhow::Result<Store> {
         bail!("{} holds no agent database (nothing recorded yet)", dir.display());
     }
     Store::open(dir).with_context(|| match notice {
-        Some(n) => format!("{n}; the database of {} is busy, so its agent runs elsewhere: pass --endpoint URL (its --listen)", dir.display()),
+        Some(n) => format!("{n}; the database of {} is busy, so its agent runs elsewhere: pass --endpoint URL (the address of its `drover-agent run --listen`)", dir.display()),
         None => format!("no agent answers and the database of {} is busy; is its agent listening elsewhere (--endpoint)?", dir.display()),
     })
 }
@@ -214,24 +214,31 @@ pub async fn history(args: &QueryArgs) -> anyhow::Result<History> {
     }
 }
 
-/// The history as a table, newest first; with attempts of several sources, a SOURCE
-/// column names each one's source.
+/// The history as a table, newest first: when, result, sequence, digest (short), objects
+/// reached, drift (objects a resync found drifted: corrected, or reported with `--drift
+/// report`), and why; with attempts of several sources, a SOURCE column names each one's.
 pub fn history_text(attempts: &[Attempt]) -> String {
     let several = attempts.iter().any(|a| a.source != attempts[0].source);
-    let mut out = String::new();
-    if several {
-        out += &format!("{:<16} ", "SOURCE");
-    }
-    out += &format!("{:<21} {:<9} {:>8} {:<19} {:>7}  REASON\n", "AT", "RESULT", "SEQUENCE", "DIGEST", "OBJECTS");
-    for a in attempts {
-        let s = &a.summary;
-        let digest = s.digest.as_deref().map(|d| d.chars().take(19).collect::<String>()).unwrap_or_else(|| "-".into());
-        let seq = s.sequence.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-        if several {
+    let dash = |s: Option<String>| s.unwrap_or_else(|| "-".into());
+    let rows: Vec<Vec<String>> = attempts
+        .iter()
+        .map(|a| {
+            let s = &a.summary;
             let name = if a.name.is_empty() { crate::config::DEFAULT_NAME } else { a.name.as_str() };
-            out += &format!("{name:<16} ");
-        }
-        out += &format!("{:<21} {:<9} {:>8} {:<19} {:>7}  {}\n", s.at, s.result, seq, digest, a.objects.len(), s.reason);
-    }
-    out
+            let mut row = if several { vec![name.to_string()] } else { Vec::new() };
+            row.extend([
+                s.at.clone(),
+                s.result.to_string(),
+                dash(s.sequence.map(|x| x.to_string())),
+                dash(s.digest.as_deref().map(|d| d.chars().take(19).collect())),
+                a.objects.len().to_string(),
+                if a.drift > 0 { a.drift.to_string() } else { "-".into() },
+                s.reason.clone(),
+            ]);
+            row
+        })
+        .collect();
+    let mut header = if several { vec!["SOURCE"] } else { Vec::new() };
+    header.extend(["AT", "RESULT", "SEQUENCE", "DIGEST", "OBJECTS", "DRIFT", "REASON"]);
+    crate::cli::table(&header, &rows)
 }

@@ -32,25 +32,37 @@ pub fn record_of(state: &SourceState) -> TargetRecord {
         policy_fingerprint: state.policy_fingerprint.clone().unwrap_or_default(),
         applied_at: state.applied_at.clone().unwrap_or_default(),
         inventory: state.inventory.clone(),
+        rolled_back: state.rolled_back.as_ref().filter(|r| !r.released).map(|r| r.from.clone()),
     }
 }
 
 /// `local` raised by `kept`: the higher floor wins and brings its inventory; on equal
 /// floors the inventories are merged. Returns the state and whether `kept` raised it.
 pub fn merge(mut local: SourceState, kept: TargetRecord) -> (SourceState, bool) {
-    let mine = floor(&local);
-    if mine == kept.floor {
+    // Floors raised by a rollback in force (the refused bundle's sequence) on either side.
+    let mine = local.floor();
+    let theirs = higher_floor(kept.floor.clone(), kept.rolled_back.clone());
+    if mine == theirs {
         let known: BTreeSet<_> = local.inventory.iter().map(|o| o.key()).collect();
         let more: Vec<_> = kept.inventory.into_iter().filter(|o| !known.contains(&o.key())).collect();
         local.inventory.extend(more);
         return (local, false);
     }
-    if higher_floor(mine.clone(), kept.floor.clone()) == mine {
+    if higher_floor(mine.clone(), theirs) == mine {
         return (local, false);
     }
-    let theirs = kept.floor.expect("a higher floor exists");
-    local.applied_digest = Some(theirs.digest);
-    local.applied_sequence = Some(theirs.sequence);
+    // A refusal is only ever recorded with the bundle put back (the applied one).
+    let Some(applied) = kept.floor else { return (local, false) };
+    local.rolled_back = kept.rolled_back.map(|from| crate::rollback::RolledBack {
+        from,
+        to: applied.clone(),
+        at: kept.applied_at.clone(),
+        reason: "recorded in the target's record by the agent that rolled back".into(),
+        released: false,
+    });
+    local.last_healthy = None;
+    local.applied_digest = Some(applied.digest);
+    local.applied_sequence = Some(applied.sequence);
     local.applied_at = (!kept.applied_at.is_empty()).then_some(kept.applied_at);
     local.health = None;
     // The target's record never vouches for a signature check: the digest it names is

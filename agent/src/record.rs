@@ -62,12 +62,23 @@ pub enum AttemptResult {
     /// The verified new bundle waits for the sources this one depends on (`dependsOn`,
     /// [`crate::depends`]) to be applied and Healthy; nothing changed on the target.
     Waiting,
+    /// A Degraded new bundle was replaced by the last bundle Healthy here
+    /// (`--on-degraded rollback`, [`crate::rollback`]); on a poll: the channel still names
+    /// the refused bundle, nothing was applied.
+    RolledBack,
 }
 
 impl AttemptResult {
     /// Every result (the label values of `drover_polls_total`).
-    pub const ALL: [AttemptResult; 6] =
-        [AttemptResult::Applied, AttemptResult::Unchanged, AttemptResult::Rejected, AttemptResult::Failed, AttemptResult::Held, AttemptResult::Waiting];
+    pub const ALL: [AttemptResult; 7] = [
+        AttemptResult::Applied,
+        AttemptResult::Unchanged,
+        AttemptResult::Rejected,
+        AttemptResult::Failed,
+        AttemptResult::Held,
+        AttemptResult::Waiting,
+        AttemptResult::RolledBack,
+    ];
 }
 
 impl std::fmt::Display for AttemptResult {
@@ -133,6 +144,9 @@ pub struct Attempt {
     /// Objects the wait stage found not healthy (the first few).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unhealthy: Vec<ObjectHealth>,
+    /// A rollback: the Degraded bundle (the attempt's digest) and the one put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<crate::rollback::RolledBack>,
 }
 
 impl Attempt {
@@ -151,6 +165,7 @@ impl Attempt {
             health: None,
             objects: Vec::new(),
             unhealthy: Vec::new(),
+            rolled_back: None,
         }
     }
 }
@@ -189,10 +204,37 @@ pub struct SourceState {
     /// docs/kubernetes.md "Which schema"), as of the last recorded attempt.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schemas: Vec<crate::targets::KindSchema>,
+    /// The last bundle that ended an apply Healthy here: what `--on-degraded rollback`
+    /// puts back ([`crate::rollback`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_healthy: Option<crate::rollback::LastHealthy>,
+    /// A rollback in force: the Degraded bundle refused and the one put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<crate::rollback::RolledBack>,
     /// The verified new bundle that waits for the sources this one depends on, as of the
     /// last poll ([`crate::depends`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<crate::depends::Waiting>,
+}
+
+impl SourceState {
+    /// The applied bundle, when one is.
+    pub fn applied(&self) -> Option<drover_proto::channel::Position> {
+        match (&self.applied_digest, self.applied_sequence) {
+            (Some(digest), Some(sequence)) => Some(drover_proto::channel::Position { digest: digest.clone(), sequence }),
+            _ => None,
+        }
+    }
+
+    /// The anti-rollback floor: the applied bundle, raised to one rolled back from.
+    pub fn floor(&self) -> Option<drover_proto::channel::Position> {
+        crate::rollback::floor(self.applied(), self.rolled_back.as_ref())
+    }
+
+    /// True when `digest` is refused after a rollback ([`crate::rollback`]).
+    pub fn refuses(&self, digest: &str) -> bool {
+        crate::rollback::refuses(self.rolled_back.as_ref(), digest)
+    }
 }
 
 /// A verified bundle's blobs, for offline re-apply.

@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::ReportSettings;
 use crate::record::{Attempt, AttemptSummary, SourceState};
+use crate::status::ReportState;
 use crate::targets::{Action, Health};
 
 /// Bound of one report push (and of the read of the previous report).
@@ -63,6 +64,8 @@ pub struct Observed {
     pub held: Option<crate::hold::Held>,
     /// Objects reported drifted (`--drift report`).
     pub drifted: usize,
+    /// A rollback's refusal in force.
+    pub rolled_back: Option<crate::rollback::RolledBack>,
 }
 
 /// The hook where the hold gate is read (every poll): keeps the hold for the next report.
@@ -78,6 +81,7 @@ pub fn observe(observed: &Mutex<Observed>, state: &SourceState, attempt: Option<
     o.health = state.health;
     o.last_attempt = state.last_attempt.clone();
     o.drifted = state.drifted.len();
+    o.rolled_back = state.rolled_back.clone().filter(|r| !r.released);
     // Counts and failing objects change only with an attempt that reached the target.
     if let Some(a) = attempt.filter(|a| !a.objects.is_empty() || a.health.is_some()) {
         o.objects.clear();
@@ -138,12 +142,21 @@ pub struct Reporter {
     key: Option<Arc<PrivateKey>>,
     /// When getting the key last failed.
     key_failed: Option<Instant>,
+    /// What `drover-agent status` shows of the reports (written by the push task too).
+    state: Arc<Mutex<ReportState>>,
 }
 
 impl Reporter {
     /// A reporter writing into `repo`.
     pub fn new(repo: Repo, settings: ReportSettings) -> Self {
-        Reporter { repo, settings, since: None, pushed: None, primed: false, failed: None, task: None, key: None, key_failed: None }
+        let to = repo.describe(&report::report_tag(&settings.cluster_type, &settings.cluster_name));
+        let state = Arc::new(Mutex::new(ReportState { to, result: "pending".into(), ..ReportState::default() }));
+        Reporter { repo, settings, since: None, pushed: None, primed: false, failed: None, task: None, key: None, key_failed: None, state }
+    }
+
+    /// The reports' state as `drover-agent status` shows it (kept current by this reporter).
+    pub fn state(&self) -> Arc<Mutex<ReportState>> {
+        self.state.clone()
     }
 
     /// The cluster's report key: reports are written from now on.
@@ -153,6 +166,13 @@ impl Reporter {
 
     /// Like [`Reporter::set_key`] with the key every source's reporter shares.
     pub fn set_shared_key(&mut self, key: Arc<PrivateKey>) {
+        {
+            let mut st = self.state.lock().expect("report state lock");
+            st.key_fingerprint = Some(key.public_key().fingerprint().to_string());
+            if st.result == "failed" && st.last_write.is_none() {
+                *st = ReportState { result: "pending".into(), error: None, ..st.clone() };
+            }
+        }
         self.key = Some(key);
         self.key_failed = None;
     }
@@ -166,6 +186,11 @@ impl Reporter {
     /// Getting the key failed (tried again after [`RETRY_FIRST`]).
     pub fn key_failed(&mut self, why: &str) {
         self.key_failed = Some(Instant::now());
+        {
+            let mut st = self.state.lock().expect("report state lock");
+            st.result = "failed".into();
+            st.error = Some(format!("the cluster's report key: {why}"));
+        }
         tracing::warn!("no report written: the cluster's report key: {why} (tried again in {})", humantime::format_duration(RETRY_FIRST));
     }
 
@@ -208,6 +233,12 @@ impl Reporter {
                 next_window: h.next_window.clone(),
             }),
             drifted_objects: (obs.drifted > 0).then_some(obs.drifted as u64),
+            rolled_back: obs.rolled_back.as_ref().map(|r| report::ReportRollback {
+                digest: r.from.digest.clone(),
+                sequence: r.from.sequence,
+                to_digest: r.to.digest.clone(),
+                at: r.at.clone(),
+            }),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             reported_at: now_rfc3339(),
         }
@@ -265,6 +296,7 @@ impl Reporter {
         let Some(key) = self.key.clone() else { return };
         let repo = self.repo.clone();
         let primed = self.primed;
+        let state = self.state.clone();
         self.task = Some(tokio::spawn(async move {
             let work = async {
                 let mut report = report;
@@ -274,7 +306,14 @@ impl Reporter {
                 report::store::push(&repo, &report, &key).await.map_err(|e| e.to_string())?;
                 Ok(report)
             };
-            tokio::time::timeout(PUSH_TIMEOUT, work).await.unwrap_or_else(|_| Err(format!("no answer within {PUSH_TIMEOUT:?}")))
+            let pushed = tokio::time::timeout(PUSH_TIMEOUT, work).await.unwrap_or_else(|_| Err(format!("no answer within {PUSH_TIMEOUT:?}")));
+            let mut st = state.lock().expect("report state lock");
+            match &pushed {
+                Ok(_) => *st = ReportState { result: "written".into(), last_write: Some(now_rfc3339()), error: None, ..st.clone() },
+                Err(e) => *st = ReportState { result: "failed".into(), error: Some(e.clone()), ..st.clone() },
+            }
+            drop(st);
+            pushed
         }));
     }
 

@@ -105,8 +105,13 @@ fn source(settings: &Settings, s: &SourceSettings, clients: &mut Clients, store:
         metrics: sm,
         store: store.clone(),
         observed,
+        reconcile: Default::default(),
+        report: Default::default(),
     });
     let reporter = reporter(s, &client)?;
+    if let Some(r) = &reporter {
+        let _ = shared.report.set(r.state());
+    }
     let mut pipeline = Pipeline::new(
         polled,
         target,
@@ -121,6 +126,11 @@ fn source(settings: &Settings, s: &SourceSettings, clients: &mut Clients, store:
     );
     pipeline.hold = crate::hold::Gate::new(&settings.state_dir, &s.name).with_windows(s.apply_windows.clone());
     pipeline.drift_mode = s.drift_mode;
+    pipeline.health_checks = s.health_checks.clone();
+    pipeline.on_degraded = s.on_degraded;
+    if let Some(rb) = state.rolled_back.as_ref().filter(|r| !r.released) {
+        shared.metrics.show_rolled_back(rb);
+    }
     pipeline.named = s.named;
     pipeline.depends = board.gate(&s.depends_on);
     pipeline.readiness = board.sender(&s.name);

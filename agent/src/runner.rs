@@ -21,6 +21,18 @@ use crate::record::AttemptResult;
 use crate::report::Reporter;
 use crate::targets::Target;
 
+/// What the attempt that just ended did, for the reconcile requests it answers.
+fn reconciled(shared: &crate::shared::SourceShared, result: AttemptResult) -> crate::reconcile::Reconciled {
+    let st = shared.status.lock().expect("status lock");
+    crate::reconcile::Reconciled {
+        source: shared.source.clone(),
+        result,
+        last_attempt: st.last_attempt.clone(),
+        applied_digest: st.applied_digest.clone(),
+        applied_sequence: st.applied_sequence,
+    }
+}
+
 /// `value` scaled by a random factor in [1 - spread, 1 + spread].
 pub fn jitter(value: Duration, spread: f64) -> Duration {
     let f = rand::rng().random_range((1.0 - spread)..=(1.0 + spread));
@@ -88,12 +100,12 @@ pub struct Ended {
 }
 
 impl Ended {
-    /// True when a `--once` run of this source succeeded: applied, unchanged or held, and
-    /// not unreachable unless the cached bundle was put back.
+    /// True when a `--once` run of this source succeeded: applied, unchanged, held or
+    /// rolled back, and not unreachable unless the cached bundle was put back.
     pub fn ok(&self) -> bool {
         match self.outcome {
             Some(out) => {
-                matches!(out.result, AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held)
+                matches!(out.result, AttemptResult::Applied | AttemptResult::Unchanged | AttemptResult::Held | AttemptResult::RolledBack)
                     && (!out.unreachable || self.pipeline.shared.ready.load(Ordering::Relaxed))
             }
             None => false,
@@ -120,6 +132,8 @@ impl Runner {
                     }
                 }
             }
+            let shared = self.pipeline.shared.clone();
+            shared.reconcile.started();
             let outcome = {
                 let cycle = self.pipeline.cycle();
                 tokio::pin!(cycle);
@@ -137,6 +151,7 @@ impl Runner {
                 }
             };
             let Some(out) = outcome else { break };
+            shared.reconcile.finished(reconciled(&shared, out.result));
             crate::memory::trim();
             self.report(&ctl).await;
             if ctl.once {
@@ -147,6 +162,7 @@ impl Runner {
             let waiting = out.result == AttemptResult::Waiting;
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
+                _ = shared.reconcile.requested() => tracing::info!(source = %name, "reconcile requested: polling now"),
                 _ = self.pipeline.depends.changed(), if waiting => {
                     tracing::debug!(source = %name, "a dependency changed: polling again");
                 }

@@ -3,7 +3,8 @@
 //! `/metrics` (Prometheus text), and the server that carries it with bounds for clients
 //! of the port ([`serve`]): the DaemonSet listens on every address under a 64 MiB limit.
 //! The same server carries the local channel ([`crate::local`], a Unix socket in the state
-//! directory), which only the agent's user can reach.
+//! directory), which only the agent's user can reach; it alone also serves `/reconcile`
+//! (poll now, [`local_router`]).
 //!
 //! Probes never starve: past the connections served at once, a small reserve of
 //! connections answers `/healthz` and `/readyz` only (one request each, a one-second head
@@ -205,11 +206,64 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// The routes of the local channel ([`crate::local`]): the port's, plus any command that
+/// The routes of the local channel ([`crate::local`]): the port's, plus the commands that
 /// only the agent's own user may send (it is reached through the private state
-/// directory). None yet.
+/// directory): `/reconcile` (poll now, [`crate::reconcile`]).
 pub fn local_router(shared: Arc<Shared>) -> Router {
-    router(shared)
+    let local = Router::new().route("/reconcile", get(reconcile_result).post(reconcile_now)).with_state(shared.clone());
+    router(shared).merge(local)
+}
+
+#[derive(serde::Deserialize)]
+struct ReconcileQuery {
+    source: Option<String>,
+    attempt: Option<u64>,
+    wait: Option<u64>,
+}
+
+/// The source a reconcile request is for: the one `source` names (by name or
+/// reference), else the agent's only source; or why the request is refused (no such
+/// source, several and none named, a standby).
+fn reconcile_target(s: &Shared, source: Option<&str>) -> Result<Arc<crate::shared::SourceShared>, (StatusCode, String)> {
+    if *s.role.lock().expect("role lock") == "standby" {
+        return Err((StatusCode::CONFLICT, "this agent stands by: the leader polls; ask the leader's agent\n".into()));
+    }
+    let polls = || s.sources.iter().map(|x| x.source.as_str()).collect::<Vec<_>>().join(", ");
+    match source {
+        Some(n) => s
+            .sources
+            .iter()
+            .find(|x| x.name == n || x.source == n)
+            .cloned()
+            .ok_or_else(|| (StatusCode::NOT_FOUND, format!("this agent polls {}, not {n}\n", polls()))),
+        None if s.sources.len() == 1 => Ok(s.sources[0].clone()),
+        None => Err((StatusCode::BAD_REQUEST, format!("this agent polls several sources ({}): name one with --source NAME\n", polls()))),
+    }
+}
+
+/// `POST /reconcile[?source=NAME]`: wakes the source's poll loop; answers the attempt's
+/// number.
+async fn reconcile_now(State(s): State<Arc<Shared>>, Query(q): Query<ReconcileQuery>) -> Response {
+    match reconcile_target(&s, q.source.as_deref()) {
+        Ok(src) => (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": src.reconcile.request()}))).into_response(),
+        Err(no) => no.into_response(),
+    }
+}
+
+/// `GET /reconcile?attempt=N[&wait=SECONDS][&source=NAME]`: what attempt N did (200), or
+/// 202 while it runs (after waiting at most `wait`, at most
+/// [`crate::reconcile::RECONCILE_WAIT`]).
+async fn reconcile_result(State(s): State<Arc<Shared>>, Query(q): Query<ReconcileQuery>) -> Response {
+    let src = match reconcile_target(&s, q.source.as_deref()) {
+        Ok(src) => src,
+        Err(no) => return no.into_response(),
+    };
+    let Some(attempt) = q.attempt else { return (StatusCode::BAD_REQUEST, "attempt=N is required (POST /reconcile answers it)\n").into_response() };
+    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(crate::reconcile::RECONCILE_WAIT);
+    match src.reconcile.result(attempt, wait).await {
+        Some(done) => Json(done).into_response(),
+        None => (StatusCode::ACCEPTED, Json(serde_json::json!({"attempt": attempt, "running": true}))).into_response(),
+    }
 }
 
 /// The router.

@@ -25,6 +25,10 @@ pub struct SourceShared {
     pub store: Arc<Store>,
     /// What its next fleet report says (written where attempts are recorded).
     pub observed: Mutex<Observed>,
+    /// "Poll now" requests (`drover-agent reconcile`) and the attempts that answer them.
+    pub reconcile: crate::reconcile::Reconcile,
+    /// The fleet report's state, when reporting is on (the reporter writes it).
+    pub report: std::sync::OnceLock<Arc<Mutex<crate::status::ReportState>>>,
 }
 
 impl SourceShared {
@@ -32,6 +36,7 @@ impl SourceShared {
     pub fn status(&self) -> SourceStatus {
         let mut st = self.status.lock().expect("status lock").clone();
         st.ready = self.ready.load(Ordering::Relaxed);
+        st.report = self.report.get().map(|r| r.lock().expect("report state lock").clone());
         st
     }
 }

@@ -6,7 +6,7 @@
 /// `drover_verification_failures_total`, exported at 0 from the start so that an alert on
 /// `increase(...)` sees the first refusal).
 pub const REJECT_REASONS: &[&str] =
-    &["unsigned", "signature", "tampered", "policy", "sequence", "rollback", "cluster_type", "environment", "fetch", "content", "channel"];
+    &["unsigned", "signature", "tampered", "policy", "sequence", "rollback", "cluster_type", "environment", "fetch", "content", "channel", "agent-too-old", "health-rule"];
 
 /// Why a stage stopped the pipeline.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ mod tests {
     /// Every reason label written in the stages is one of [`super::REJECT_REASONS`].
     #[test]
     fn reject_reasons_are_listed() {
-        let sources = [include_str!("verify.rs"), include_str!("fetch.rs"), include_str!("unpack.rs"), include_str!("plan.rs")];
+        let sources = [include_str!("verify.rs"), include_str!("fetch.rs"), include_str!("unpack.rs"), include_str!("plan.rs"), include_str!("wait.rs")];
         let mut found = 0;
         for src in sources {
             for pat in ["reject(\"", "reason: \""] {

@@ -57,6 +57,49 @@ pub struct SourceStatus {
     /// recorded attempt (docs/kubernetes.md, "Which schema").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schemas: Vec<KindSchema>,
+    /// A rollback in force (`--on-degraded rollback`): the Degraded bundle refused (`from`),
+    /// the one put back (`to`), when and why; `released` once an operator lifted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<crate::rollback::RolledBack>,
+    /// The fleet report, when reporting is on (a running agent only: absent when read
+    /// from the state directory or when reports are off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportState>,
+}
+
+/// How this agent's fleet report stands (docs/fleet.md): where it goes, the key it is
+/// signed with (what `drover fleet enroll` approves), the last write and its outcome.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReportState {
+    /// Where the report goes (`HOST/REPO:TYPE.NAME`).
+    pub to: String,
+    /// Fingerprint of the cluster's report key (hex sha256 of its public key), once known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_fingerprint: Option<String>,
+    /// `written` (the last write succeeded), `failed` (it, or getting the key, failed) or
+    /// `pending` (nothing written by this agent yet).
+    pub result: String,
+    /// When a report was last written (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_write: Option<String>,
+    /// Why the last write (or getting the key) failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ReportState {
+    /// The `report:` lines of `status`.
+    fn to_text(&self) -> String {
+        let when = self.last_write.as_deref().map(|t| format!(", last written {t}")).unwrap_or_default();
+        let mut out = format!("report:        {}{when} to {}\n", self.result, self.to);
+        if let Some(e) = &self.error {
+            out += &format!("report error:  {e}\n");
+        }
+        let key = self.key_fingerprint.as_deref().unwrap_or("not yet known (read after the first poll)");
+        out += &format!("report key:    {key}\n");
+        out
+    }
 }
 
 /// One line per schema source: the source, then its kinds.
@@ -156,6 +199,7 @@ impl SourceStatus {
         self.last_attempt = s.last_attempt.clone();
         self.drifted = s.drifted.clone();
         self.schemas = s.schemas.clone();
+        self.rolled_back = s.rolled_back.clone();
         self.waiting = s.waiting.clone();
     }
 
@@ -190,6 +234,18 @@ impl SourceStatus {
             for d in &self.drifted {
                 out.push_str(&format!("  {} (since {})\n", crate::drift::one(d), d.since));
             }
+        }
+        if let Some(r) = &self.rolled_back {
+            out.push_str(&format!("rolled back:   from {} (sequence {}) to {} (sequence {}) at {}\n", r.from.digest, r.from.sequence, r.to.digest, r.to.sequence, r.at));
+            out.push_str(&format!("               {}\n", r.reason));
+            if r.released {
+                out.push_str("               released by the operator: the channel's bundle is applied again\n");
+            } else {
+                out.push_str(&format!("               {} is refused until a newer bundle arrives or `drover-agent release --rollback`\n", r.from.digest));
+            }
+        }
+        if let Some(r) = &self.report {
+            out.push_str(&r.to_text());
         }
         out.push_str(&format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into())));
         if !self.schemas.is_empty() {

@@ -85,9 +85,25 @@ pub async fn signatures(repo: &Repo, digest: &str, trust: &Trust) -> Result<Vec<
     }
 }
 
-/// Checks the signed config of `digest` against what this agent expects (cluster type,
-/// environment) and against the applied state (anti-rollback).
+/// The version of this agent (what a bundle's `minAgentVersion` is compared with).
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Refuses a bundle whose signed config needs a newer agent (reason `agent-too-old`,
+/// naming both versions; docs/bundle.md, "Compatibility").
+pub fn agent_version(digest: &str, cfg: &BundleConfig) -> Result<(), StageError> {
+    drover_proto::compat::check(cfg.min_agent_version.as_deref(), AGENT_VERSION).map_err(|m| reject("agent-too-old", format!("{digest}: {m}")))
+}
+
+/// Checks the signed config of `digest` against this agent's version and what it expects
+/// (cluster type, environment), and against the applied state (anti-rollback).
 pub fn identity(digest: &str, cfg: &BundleConfig, expect: &Expectations, state: &SourceState) -> Result<(), StageError> {
+    agent_version(digest, cfg)?;
+    expected(digest, cfg, expect)?;
+    check_rollback(digest, cfg.sequence, state)
+}
+
+/// The signed config's cluster type and environment against what this agent expects.
+pub fn expected(digest: &str, cfg: &BundleConfig, expect: &Expectations) -> Result<(), StageError> {
     if let Some(want) = &expect.cluster_type {
         if &cfg.cluster_type != want {
             return Err(reject(
@@ -104,7 +120,7 @@ pub fn identity(digest: &str, cfg: &BundleConfig, expect: &Expectations, state: 
             ));
         }
     }
-    check_rollback(digest, cfg.sequence, state)
+    Ok(())
 }
 
 /// The channel rule (docs/design.md §4, "Channel statements"): a bundle the source's tag
@@ -128,12 +144,14 @@ pub async fn placement(repo: &Repo, lookup: &str, digest: &str, cfg: &BundleConf
 }
 
 /// Anti-rollback against the applied state: the channel module's admission rule
-/// (`drover_proto::channel::admits`, the same never-lower rule every command obeys).
+/// (`drover_proto::channel::admits`, the same never-lower rule every command obeys). The
+/// floor is the applied bundle, raised to a bundle this agent rolled back from
+/// ([`crate::rollback::floor`]); the applied bundle itself is re-applied (a resync) below it.
 pub fn check_rollback(digest: &str, sequence: u64, state: &SourceState) -> Result<(), StageError> {
-    let floor = match (state.applied_sequence, state.applied_digest.as_deref()) {
-        (Some(sequence), Some(digest)) => Some(Position { digest: digest.to_string(), sequence }),
-        _ => None,
-    };
+    if state.applied_digest.as_deref() == Some(digest) && state.applied_sequence == Some(sequence) {
+        return Ok(());
+    }
+    let floor: Option<Position> = state.floor();
     let candidate = Position { digest: digest.to_string(), sequence };
     admits(&state.source, floor.as_ref(), &candidate).map(|_| ()).map_err(|e| match e {
         ChannelError::Implausible { .. } => reject("sequence", e.to_string()),

@@ -110,7 +110,7 @@ pub enum InputError {
         message: String,
     },
     /// A namespaced object has no namespace.
-    #[error("{at}: {object} has no metadata.namespace, and {kind} is namespaced; set metadata.namespace, or pass --cluster-scoped-kind {kind} if {kind} is cluster-scoped")]
+    #[error("{at}: {object} has no metadata.namespace, and {kind} is namespaced; set metadata.namespace, or {} if {kind} is cluster-scoped", .scopes.declare(.kind))]
     MissingNamespace {
         /// Where the object is.
         at: String,
@@ -118,6 +118,8 @@ pub enum InputError {
         object: String,
         /// Its kind.
         kind: String,
+        /// Where the command reading the input is told that a kind is cluster-scoped.
+        scopes: ScopeSource,
     },
     /// The same object appears twice.
     #[error("{object} is defined twice: in {first} and in {second}; remove one of them")]
@@ -143,6 +145,27 @@ pub enum InputError {
         /// Where it is.
         second: String,
     },
+}
+
+/// Where the command reading the input takes the extra kinds it treats as cluster-scoped:
+/// what its missing-namespace error tells the operator to change (each command suggests
+/// only what it accepts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScopeSource {
+    /// `--cluster-scoped-kind KIND` (`drover build`, `push`, `diff`).
+    Flag,
+    /// `spec.clusterScopedKinds` in the platform's `fleet.yaml` (`drover render`, `publish`).
+    Platform,
+}
+
+impl ScopeSource {
+    /// The change that declares `kind` cluster-scoped.
+    pub fn declare(self, kind: &str) -> String {
+        match self {
+            ScopeSource::Flag => format!("pass --cluster-scoped-kind {kind}"),
+            ScopeSource::Platform => format!("add {kind} to spec.clusterScopedKinds in fleet.yaml"),
+        }
+    }
 }
 
 /// One collected object: canonical YAML bytes and where it came from.
@@ -175,6 +198,7 @@ struct Pending {
 /// scopes and duplicates once everything (including CRDs) has been seen.
 pub struct Collector {
     extra_cluster_scoped: BTreeSet<String>,
+    scopes: ScopeSource,
     crd_scopes: BTreeMap<(String, String), bool>,
     pending: Vec<Pending>,
     limits: InputLimits,
@@ -183,16 +207,17 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// A collector with default limits; `extra_cluster_scoped_kinds` are kinds (e.g. from
-    /// `--cluster-scoped-kind` or `fleet.yaml`) to treat as cluster-scoped.
-    pub fn new(extra_cluster_scoped_kinds: &[String]) -> Self {
-        Self::with_limits(extra_cluster_scoped_kinds, InputLimits::default())
+    /// A collector with default limits; `extra_cluster_scoped_kinds` are kinds to treat as
+    /// cluster-scoped, given by `scopes` (`--cluster-scoped-kind` or `fleet.yaml`).
+    pub fn new(extra_cluster_scoped_kinds: &[String], scopes: ScopeSource) -> Self {
+        Self::with_limits(extra_cluster_scoped_kinds, scopes, InputLimits::default())
     }
 
     /// A collector with explicit limits.
-    pub fn with_limits(extra_cluster_scoped_kinds: &[String], limits: InputLimits) -> Self {
+    pub fn with_limits(extra_cluster_scoped_kinds: &[String], scopes: ScopeSource, limits: InputLimits) -> Self {
         Collector {
             extra_cluster_scoped: extra_cluster_scoped_kinds.iter().cloned().collect(),
+            scopes,
             crd_scopes: BTreeMap::new(),
             pending: Vec::new(),
             limits,
@@ -306,7 +331,7 @@ impl Collector {
                     self.warnings.push(format!("{at}: removed metadata.namespace {ns:?} from cluster-scoped {} {}", id.kind, id.name));
                 }
             } else if id.namespace.is_none() {
-                return Err(InputError::MissingNamespace { at, object: id.to_string(), kind: id.kind.clone() });
+                return Err(InputError::MissingNamespace { at, object: id.to_string(), kind: id.kind.clone(), scopes: self.scopes });
             }
             if let Some(first) = by_key.insert(id.key(), at.clone()) {
                 return Err(InputError::Duplicate { object: id.to_string(), first, second: at });
@@ -403,7 +428,7 @@ pub fn load_dir_with_limits(dir: &Path, extra: &[String], limits: InputLimits) -
     }
     // Sizes first, in order: the files within the limits are read and parsed on every
     // core, then added in path order, so errors and results are those of a sequential read.
-    let mut c = Collector::with_limits(extra, limits);
+    let mut c = Collector::with_limits(extra, ScopeSource::Flag, limits);
     let mut sizes = Vec::with_capacity(files.len());
     for path in &files {
         sizes.push(std::fs::metadata(path).map_err(|e| io_err(path, e))?.len());
@@ -569,7 +594,7 @@ mod tests {
 
     fn collect(texts: &[(&str, &str)], extra: &[&str]) -> Result<BTreeMap<ObjectRef, Vec<u8>>, InputError> {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let mut c = Collector::new(&extra);
+        let mut c = Collector::new(&extra, ScopeSource::Flag);
         for (l, t) in texts {
             c.add_document_text(l, t)?;
         }

@@ -66,6 +66,7 @@ impl RegistryArgs {
             ca_file: self.ca_file.clone(),
             credentials,
             timeout: self.registry_timeout,
+            credential_flags: Some("--username/--password-stdin"),
         })?)
     }
 

@@ -24,6 +24,9 @@ fn config(objects: Vec<ObjectEntry>) -> BundleConfig {
         source: SourceInfo::default(),
         allow_mass_prune: false,
         workloads: Vec::new(),
+        health_checks: Vec::new(),
+        min_agent_version: None,
+        ignorable: Vec::new(),
         objects,
     }
 }

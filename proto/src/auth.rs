@@ -51,6 +51,8 @@ pub enum CredentialSource {
     None {
         /// Host the explicit credentials were given for, if they were given at all.
         explicit_for: Option<String>,
+        /// How the program takes explicit credentials (its flags), when it does.
+        how: Option<&'static str>,
         /// The Docker config file consulted (`None` when neither DOCKER_CONFIG nor HOME is set).
         docker_config: Option<PathBuf>,
     },
@@ -59,14 +61,15 @@ pub enum CredentialSource {
 impl std::fmt::Display for CredentialSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CredentialSource::Explicit { username } => write!(f, "used --username {username} (--password-stdin)"),
+            CredentialSource::Explicit { username } => write!(f, "used user {username} given on the command line"),
             CredentialSource::DockerConfig { path, username } => {
                 write!(f, "used user {username} from the Docker config {}", path.display())
             }
-            CredentialSource::None { explicit_for, docker_config } => {
-                match explicit_for {
-                    Some(h) => write!(f, "no credentials: --username was given for {h}, not this registry")?,
-                    None => write!(f, "no credentials: no --username/--password-stdin")?,
+            CredentialSource::None { explicit_for, how, docker_config } => {
+                match (explicit_for, how) {
+                    (Some(h), _) => write!(f, "no credentials: the user given on the command line is for {h}, not this registry")?,
+                    (None, Some(how)) => write!(f, "no credentials: no {how}")?,
+                    (None, None) => write!(f, "no credentials")?,
                 }
                 match docker_config {
                     Some(p) => write!(f, ", and no entry for this registry in the Docker config {} (DOCKER_CONFIG=DIR selects another)", p.display()),
@@ -87,8 +90,9 @@ pub fn docker_config_path() -> Option<PathBuf> {
 
 /// The credentials for `registry`: the explicit ones when they were given for this very
 /// host, else the Docker config entry. Returns them with their source (or where they
-/// were looked for); a malformed Docker config is an error naming it.
-pub fn credentials_for(registry: &str, explicit: Option<&HostCredentials>) -> Result<(Option<Credentials>, CredentialSource), String> {
+/// were looked for, `how` naming the program's flags for explicit ones, when it has any);
+/// a malformed Docker config is an error naming it.
+pub fn credentials_for(registry: &str, explicit: Option<&HostCredentials>, how: Option<&'static str>) -> Result<(Option<Credentials>, CredentialSource), String> {
     if let Some(e) = explicit {
         if e.registry == registry {
             let source = CredentialSource::Explicit { username: e.credentials.username.clone() };
@@ -101,7 +105,7 @@ pub fn credentials_for(registry: &str, explicit: Option<&HostCredentials>) -> Re
             let source = CredentialSource::DockerConfig { path: path.unwrap_or_default(), username: c.username.clone() };
             Ok((Some(c), source))
         }
-        None => Ok((None, CredentialSource::None { explicit_for: explicit.map(|e| e.registry.clone()), docker_config: path })),
+        None => Ok((None, CredentialSource::None { explicit_for: explicit.map(|e| e.registry.clone()), how, docker_config: path })),
     }
 }
 
@@ -154,11 +158,11 @@ mod tests {
     #[test]
     fn explicit_credentials_apply_to_their_host_only() {
         let explicit = HostCredentials { registry: "a.example:5000".into(), credentials: Credentials { username: "alice".into(), password: "pw".into() } };
-        let (c, src) = credentials_for("a.example:5000", Some(&explicit)).unwrap();
+        let (c, src) = credentials_for("a.example:5000", Some(&explicit), None).unwrap();
         assert_eq!(c.unwrap().username, "alice");
         assert_eq!(src, CredentialSource::Explicit { username: "alice".into() });
         // Another host (port differs): never the explicit credentials.
-        let (c, src) = credentials_for("a.example:5001", Some(&explicit)).unwrap();
+        let (c, src) = credentials_for("a.example:5001", Some(&explicit), None).unwrap();
         if let Some(c) = c {
             assert_ne!(c.password, "pw");
         }

@@ -29,6 +29,40 @@ pub struct BundleMeta {
     pub allow_mass_prune: bool,
     /// How the workloads were rendered (see [`BundleConfig::workloads`]; empty: not recorded).
     pub workloads: Vec<WorkloadProvenance>,
+    /// Health rules for the bundle's objects ([`BundleConfig::health_checks`]), already
+    /// checked ([`crate::health::normalized`]).
+    pub health_checks: Vec<crate::health::HealthRule>,
+    /// `--min-agent-version`: raises the config's `minAgentVersion` above what its fields
+    /// need ([`crate::compat::stamp`]).
+    pub min_agent_version: Option<crate::compat::Version>,
+}
+
+impl BundleMeta {
+    /// The `minAgentVersion` [`assemble`] writes for this meta: what its fields need,
+    /// raised by [`BundleMeta::min_agent_version`] ([`crate::compat::stamp`]).
+    pub fn stamped_min_agent_version(&self) -> Option<String> {
+        match serde_json::to_value(config_of(self, Vec::new())).expect("config serializes") {
+            serde_json::Value::Object(fields) => crate::compat::stamp(&fields, self.min_agent_version.as_ref()),
+            _ => unreachable!("a config serializes to an object"),
+        }
+    }
+}
+
+/// The config of `meta` with `objects` (no `minAgentVersion` yet).
+fn config_of(meta: &BundleMeta, objects: Vec<ObjectEntry>) -> BundleConfig {
+    BundleConfig {
+        schema_version: SCHEMA_VERSION,
+        min_agent_version: None,
+        ignorable: Vec::new(),
+        cluster_type: meta.cluster_type.clone(),
+        environment: meta.environment.clone(),
+        sequence: meta.sequence,
+        source: SourceInfo { repository: meta.source_repository.clone(), revision: meta.revision.clone() },
+        allow_mass_prune: meta.allow_mass_prune,
+        workloads: meta.workloads.clone(),
+        health_checks: meta.health_checks.clone(),
+        objects,
+    }
 }
 
 /// A fully assembled bundle, ready to push or write to a layout.
@@ -75,16 +109,8 @@ pub fn assemble_packed(objects: &BTreeMap<ObjectRef, Vec<u8>>, meta: &BundleMeta
         });
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
-    let config_doc = BundleConfig {
-        schema_version: SCHEMA_VERSION,
-        cluster_type: meta.cluster_type.clone(),
-        environment: meta.environment.clone(),
-        sequence: meta.sequence,
-        source: SourceInfo { repository: meta.source_repository.clone(), revision: meta.revision.clone() },
-        allow_mass_prune: meta.allow_mass_prune,
-        workloads: meta.workloads.clone(),
-        objects: entries,
-    };
+    let mut config_doc = config_of(meta, entries);
+    config_doc.min_agent_version = meta.stamped_min_agent_version();
     let config = serde_json::to_vec(&config_doc).expect("config serializes");
     let mut layer_desc = Descriptor::of(media::BUNDLE_LAYER, &packed.gz);
     layer_desc.annotations.insert(media::ANN_TITLE.into(), "manifests".into());
@@ -102,6 +128,7 @@ pub fn assemble_packed(objects: &BTreeMap<ObjectRef, Vec<u8>>, meta: &BundleMeta
     put(media::ANN_CLUSTER_TYPE, &meta.cluster_type);
     put(media::ANN_ENVIRONMENT, &meta.environment);
     put(media::ANN_SEQUENCE, &meta.sequence.to_string());
+    put(media::ANN_MIN_AGENT_VERSION, config_doc.min_agent_version.as_deref().unwrap_or(""));
     let manifest_doc = Manifest {
         schema_version: 2,
         media_type: Some(media::OCI_MANIFEST.into()),

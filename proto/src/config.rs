@@ -13,6 +13,13 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct BundleConfig {
     /// Always [`SCHEMA_VERSION`].
     pub schema_version: u32,
+    /// The lowest agent version that understands every field of this config
+    /// ([`crate::compat`]); absent when every agent does (older agents refuse the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_agent_version: Option<String>,
+    /// Top-level fields an agent that does not know them may drop ([`crate::compat`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignorable: Vec<String>,
     /// The cluster type this bundle was rendered for.
     pub cluster_type: String,
     /// The environment this bundle was rendered for.
@@ -30,6 +37,10 @@ pub struct BundleConfig {
     /// before this field existed. Sorted by workload name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadProvenance>,
+    /// Health rules in CEL for the bundle's objects ([`crate::health`]), sorted by
+    /// apiVersion and kind; they win over the agent's own `healthChecks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health_checks: Vec<crate::health::HealthRule>,
     /// Every object with its path and content hash, sorted by path.
     pub objects: Vec<ObjectEntry>,
 }
@@ -102,9 +113,19 @@ impl ObjectEntry {
 }
 
 impl BundleConfig {
-    /// Parses a config blob and checks its schema version.
+    /// Parses a config blob and checks its schema version. Fields the writer marked
+    /// `ignorable` that this build does not know are dropped; a config that needs a newer
+    /// agent than this build is read for what this build knows (its `minAgentVersion`
+    /// tells the reader; the agent refuses it, [`crate::compat::check`]); any other
+    /// unknown field is an error.
     pub fn from_slice(data: &[u8]) -> Result<Self, String> {
-        let c: BundleConfig = serde_json::from_slice(data).map_err(|e| format!("bundle config is not valid: {e}"))?;
+        let invalid = |e: String| format!("bundle config is not valid: {e}");
+        let mut raw: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(data).map_err(|e| invalid(e.to_string()))?;
+        let min = crate::compat::prepare(&mut raw).map_err(invalid)?;
+        let c: BundleConfig = serde_json::from_value(serde_json::Value::Object(raw)).map_err(|e| match &min {
+            Some(m) => invalid(format!("{e} (it is written for drover {m} or newer; this is {})", crate::compat::THIS)),
+            None => invalid(e.to_string()),
+        })?;
         if c.schema_version != SCHEMA_VERSION {
             return Err(format!(
                 "bundle config schemaVersion {} is not supported (this drover reads {SCHEMA_VERSION})",
@@ -112,5 +133,27 @@ impl BundleConfig {
             ));
         }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Vec<u8> {
+        format!(r#"{{"schemaVersion":1,{extra}"clusterType":"edge","environment":"prod","sequence":7,"source":{{}},"objects":[]}}"#).into_bytes()
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_unless_marked_ignorable_or_newer() {
+        let e = BundleConfig::from_slice(&config(r#""futureNote":"x","#)).unwrap_err();
+        assert!(e.contains("unknown field `futureNote`"), "{e}");
+        let c = BundleConfig::from_slice(&config(r#""ignorable":["futureNote"],"futureNote":"x","#)).unwrap();
+        assert_eq!(c.ignorable, ["futureNote"]);
+        // A config for a newer agent is read for what this build knows: its version tells.
+        let c = BundleConfig::from_slice(&config(r#""minAgentVersion":"99.0.0","futureRule":{"a":1},"#)).unwrap();
+        assert_eq!(c.min_agent_version.as_deref(), Some("99.0.0"));
+        let e = BundleConfig::from_slice(&config(r#""minAgentVersion":"soon","#)).unwrap_err();
+        assert!(e.contains("not a version"), "{e}");
     }
 }

@@ -53,6 +53,10 @@ pub const ANN_CLUSTER_TYPE: &str = "dev.drover.cluster-type";
 pub const ANN_ENVIRONMENT: &str = "dev.drover.environment";
 /// Manifest annotation: sequence number.
 pub const ANN_SEQUENCE: &str = "dev.drover.sequence";
+/// Manifest annotation: the config's `minAgentVersion`, when it has one (docs/bundle.md,
+/// "Compatibility"); `drover publish` tells from it, without reading the config, that a
+/// channel's bundle carries more than its content.
+pub const ANN_MIN_AGENT_VERSION: &str = "dev.drover.min-agent-version";
 /// Index annotation naming a manifest in an OCI image layout.
 pub const ANN_REF_NAME: &str = "org.opencontainers.image.ref.name";
 /// Signature layer annotation holding the base64 signature.

@@ -59,6 +59,9 @@ pub struct RegistryOptions {
     /// Total deadline of one request (headers; bodies get this plus their size at
     /// [`MIN_TRANSFER_RATE`]). `None`: `DROVER_REGISTRY_TIMEOUT`, else [`DEFAULT_TIMEOUT`].
     pub timeout: Option<Duration>,
+    /// How the program takes explicit credentials (e.g. `drover`'s flags), named when a
+    /// registry wants some; `None` for a program that reads the Docker config only.
+    pub credential_flags: Option<&'static str>,
 }
 
 impl RegistryOptions {
@@ -123,7 +126,7 @@ impl RegistryClient {
             plain_http: opts.plain_http,
             ca_file: opts.ca_file.clone(),
             timeout,
-            auth: Authorizer::new(opts.credentials.clone()),
+            auth: Authorizer::new(opts.credentials.clone(), opts.credential_flags),
         };
         Ok(RegistryClient { engine: Arc::new(engine), opts })
     }

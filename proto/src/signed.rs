@@ -5,9 +5,9 @@
 //! (`crate::channel::statement`) and the fleet roster (`crate::report::roster`) are such
 //! documents; every OCI tool (`skopeo inspect --raw`, `oras`) sees them as artifacts.
 //!
-//! Written in the channel write order ([`crate::channel::write::write_signed`] with the
-//! bytes of [`manifest_for`]): the document blob, the signature, then the tag — no tag
-//! ever names an unsigned document.
+//! Written by [`write`] in the order that never lets a tag name an unsigned document: the
+//! document blob, the signature, then the tag (which stores the manifest). The channel
+//! statements (`crate::channel::write::place`) and the roster use this one writer.
 //! Read in the order that trusts nothing unverified: the manifest (size-capped), its
 //! signatures against the policy, only then the document. A small document is also
 //! embedded in the config descriptor (`data`), so reading it costs no extra request.
@@ -16,11 +16,13 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 
-use crate::digest::verify_digest;
+use crate::digest::{sha256_digest, verify_digest};
 use crate::error::StoreError;
+use crate::keys::PrivateKey;
 use crate::manifest::{Descriptor, Manifest};
 use crate::media;
 use crate::repo::Repo;
+use crate::trust::sign::{sign_stored, SignatureInfo};
 use crate::trust::{self, TrustError, TrustPolicy, Verification};
 
 /// Largest document manifest read.
@@ -52,6 +54,8 @@ pub enum Found {
         digest: String,
         /// Why it does not count.
         reason: String,
+        /// Distinct trusted keys whose signature verified (fewer than the threshold).
+        signers: usize,
     },
     /// Something else (another artifact, a malformed manifest).
     Foreign {
@@ -93,6 +97,35 @@ pub fn manifest_for(kind: &Kind, doc: &[u8], created: &str) -> Vec<u8> {
     manifest.to_bytes()
 }
 
+/// A signed document as written by [`write`].
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The document manifest's digest.
+    pub digest: String,
+    /// The signature made over it.
+    pub signature: SignatureInfo,
+}
+
+/// Writes `doc` as a document of `kind` under `tag` of `repo`, signed with `key`: the
+/// document blob, the signature over the manifest digest, then the tag (storing the
+/// manifest). An interrupted write leaves at most a blob and a signature for a manifest no
+/// tag names. `created` is the manifest's creation time; `fresh`: the caller saw no tag in
+/// the repository, so nothing is asked before writing (blob uploaded without a `HEAD`,
+/// signature manifest written new).
+pub async fn write(repo: &Repo, kind: &Kind, doc: Vec<u8>, created: &str, key: &PrivateKey, tag: &str, fresh: bool) -> Result<Written, StoreError> {
+    let manifest = manifest_for(kind, &doc, created);
+    let digest = sha256_digest(&manifest);
+    let blob = sha256_digest(&doc);
+    if fresh {
+        repo.put_new_blob(&blob, doc).await?;
+    } else {
+        repo.put_blob(&blob, doc).await?;
+    }
+    let signature = sign_stored(repo, &digest, key, fresh).await?;
+    repo.put_manifest(manifest, media::OCI_MANIFEST, Some(tag)).await?;
+    Ok(Written { digest, signature })
+}
+
 /// The manifest of `tag` when it is a document of `kind` (`Ok(None)`: missing).
 async fn manifest(repo: &Repo, kind: &Kind, tag: &str) -> Result<Option<(String, Result<Manifest, String>)>, StoreError> {
     let (bytes, digest) = match repo.manifest(tag, MAX_MANIFEST).await {
@@ -124,7 +157,13 @@ pub async fn read(repo: &Repo, kind: &Kind, tag: &str, policy: &TrustPolicy) -> 
     let verification = match trust::verify(repo, &digest, policy).await {
         Ok(v) => v,
         Err(TrustError::Store(e)) => return Err(e),
-        Err(e) => return Ok(Found::Untrusted { digest, reason: e.to_string() }),
+        Err(e) => {
+            let signers = match &e {
+                TrustError::NotSatisfied(v) => v.matched.len(),
+                _ => 0,
+            };
+            return Ok(Found::Untrusted { digest, reason: e.to_string(), signers });
+        }
     };
     let bytes = document(repo, kind, &m).await?;
     Ok(Found::Trusted(Box::new(Document { digest, bytes, verification })))

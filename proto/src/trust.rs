@@ -138,12 +138,14 @@ pub enum TrustError {
     #[error(transparent)]
     Key(#[from] KeyError),
     /// The digest has no signature manifest.
-    #[error("{digest} is not signed: no signature manifest {reference} (sign it with `drover sign REPO@{digest} --key KEY`)")]
+    #[error("{digest} is not signed: no signature manifest {reference} (sign the digest you built: {})", crate::hint::sign_digest(.bundle))]
     Unsigned {
         /// The manifest digest.
         digest: String,
         /// The `.sig` reference that is missing.
         reference: String,
+        /// The bundle by digest (`HOST/REPO@sha256:…`).
+        bundle: String,
     },
     /// The signature manifest or one of its blobs is malformed or tampered with.
     #[error("signature manifest {reference} refused: {reason}")]
@@ -199,7 +201,7 @@ async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_al
     let tampered = |reason: String| TrustError::Tampered { reference: reference.clone(), reason };
     let bytes = match repo.manifest(&tag, sigmanifest::MAX_SIGNATURE_MANIFEST).await {
         Ok((bytes, _)) => bytes,
-        Err(StoreError::NotFound(_)) => return Err(TrustError::Unsigned { digest: digest.into(), reference }),
+        Err(StoreError::NotFound(_)) => return Err(TrustError::Unsigned { digest: digest.into(), reference, bundle: repo.describe(digest) }),
         // Other bytes than the digest the registry named for the tag: damaged on the way
         // (a cut or flipped body), read again like a dropped connection. What the
         // registry itself holds is judged below: unreadable there is tampering.
@@ -209,7 +211,7 @@ async fn verify_reading(repo: &Repo, digest: &str, policy: &TrustPolicy, read_al
     };
     let manifest = sigmanifest::parse(&bytes).map_err(tampered)?;
     if manifest.layers.is_empty() {
-        return Err(TrustError::Unsigned { digest: digest.into(), reference });
+        return Err(TrustError::Unsigned { digest: digest.into(), reference, bundle: repo.describe(digest) });
     }
     // The payload drover itself writes for this repository and digest: a layer named by
     // its digest holds exactly these bytes (equal sha256, equal bytes), so it is not

@@ -88,7 +88,7 @@ fn build_push_pull_inspect_diff() {
     write(&changed, "apps/extra.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: web}\n");
     let r = run("drover", &args(&["push", changed.to_str().unwrap(), &target, "--plain-http"], META), &[]);
     assert_ne!(r.code, 0);
-    assert!(r.stderr.contains("dev-42") && r.stderr.contains("higher --sequence"), "{}", r.stderr);
+    assert!(r.stderr.contains("dev-42") && r.stderr.contains("higher sequence (`drover push DIR REF --sequence N`)"), "{}", r.stderr);
 
     // inspect (table and JSON)
     let i = run_ok("drover", &["inspect", &target, "--plain-http"], &[]);

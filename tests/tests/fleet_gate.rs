@@ -44,9 +44,14 @@ fn gate_follows_the_reports(env: &Env) {
         let at = row.as_object_mut().unwrap().remove("reportedAt").unwrap();
         let at = at.as_str().unwrap();
         assert!(before.as_str() <= at && at <= after.as_str(), "reportedAt {at} is between {before} and {after}");
+        let reason = row.as_object_mut().unwrap().remove("reason").unwrap();
+        let class = if health == "Healthy" { "ready" } else { "unhealthy" };
+        assert!(reason.as_str().unwrap().starts_with(health), "{reason}");
+        let last = row.as_object_mut().unwrap().remove("lastReason").unwrap();
+        assert!(if health == "Healthy" { last == "" } else { last.as_str().unwrap().contains("not ready after 3s") }, "the last attempt's reason: {last}");
         assert_eq!(
             row,
-            json!({"clusterName": name, "clusterType": "edge", "environment": "prod", "channel": "prod-ring0",
+            json!({"clusterName": name, "clusterType": "edge", "environment": "prod", "channel": "prod-ring0", "class": class,
                    "appliedDigest": d1, "appliedSequence": 1, "health": health, "lastResult": "Applied", "stale": false})
         );
     }
@@ -54,11 +59,12 @@ fn gate_follows_the_reports(env: &Env) {
         st["summary"],
         json!([{"environment": "prod", "clusterType": "edge", "channel": "prod-ring0", "clusters": 3,
                 "sequences": [{"sequence": 1, "digest": d1, "clusters": 3}],
-                "healthy": 2, "progressing": 0, "degraded": 1, "unknown": 0, "stale": 0, "untrusted": 0}])
+                "healthy": 2, "progressing": 0, "degraded": 1, "unknown": 0, "stale": 0, "untrusted": 0, "missing": 0,
+                "ready": 2, "classes": {"ready": 2, "unhealthy": 1}, "target": {"digest": d1, "sequence": 1, "from": "channel"}, "allReady": false}])
     );
     let prefix = format!("{}/fleet", f.reg);
     let none = f.drover(&["-o", "json", "fleet", "status", "--registry", &prefix, "--env", "staging", "--trust-key", &f.pubkey()]).json();
-    assert_eq!(none, json!({"clusters": [], "summary": []}));
+    assert_eq!(none, json!({"clusters": [], "summary": [], "untrusted": {"reports": 0, "named": []}, "unreadable": {"tags": 0, "named": []}}));
 
     // 2. The gate refuses while one cluster is Degraded, and names it and why.
     let src = f.channel("edge", "prod-ring0");
@@ -87,6 +93,10 @@ fn gate_follows_the_reports(env: &Env) {
         let line = out.stderr.lines().find(|l| l.contains(&format!("{c}:"))).unwrap_or_else(|| panic!("{c} named: {}", out.stderr));
         assert!(line.contains("behind: runs sequence 1"), "{line}");
     }
+    // fleet status says the same, by the same rule: e1 ready, the others behind.
+    let st = f.status();
+    let classes: Vec<&str> = ["e1", "e2", "k1"].iter().map(|n| st["clusters"].as_array().unwrap().iter().find(|c| c["clusterName"] == *n).unwrap()["class"].as_str().unwrap()).collect();
+    assert_eq!(classes, ["ready", "behind", "behind"], "{st:#}");
     assert_eq!(f.digest_of(&ring1), None, "nothing moved");
 
     // 4. All on sequence 2 and Healthy (the stuck Deployment is pruned): soaking holds back.

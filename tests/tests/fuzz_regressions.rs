@@ -137,6 +137,9 @@ fn config_for(name: &str, sha: &str) -> Vec<u8> {
         source: SourceInfo::default(),
         allow_mass_prune: false,
         workloads: Vec::new(),
+        health_checks: Vec::new(),
+        min_agent_version: None,
+        ignorable: Vec::new(),
         objects: vec![ObjectEntry {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),

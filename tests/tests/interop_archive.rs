@@ -56,7 +56,13 @@ fn skopeo_reads_and_copies_exported_archive_keeping_digests() {
             &format!("docker://{}", reg.reference(&format!("copied/edge:{sig}"))),
         ],
     );
-    run_ok("drover", &["verify", &dest, "--trust-key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
+    // The bundle's signatures travelled (verified by digest: skopeo copied no channel
+    // statement, so agents following copied/edge:prod would not apply it, and
+    // `drover verify` of that tag says so).
+    let pinned = reg.reference(&format!("copied/edge@{digest}"));
+    run_ok("drover", &["verify", &pinned, "--trust-key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
+    let by_tag = drover_tests::run("drover", &["verify", &dest, "--trust-key", keys.join("drover.pub").to_str().unwrap(), "--plain-http"], &[]);
+    assert_eq!(by_tag.code, 1, "no statement places it on copied/edge:prod: {}", by_tag.stderr);
     // drover reads the archive directly too
     let i = run_ok("drover", &["-o", "json", "inspect", &src], &[]).json();
     assert_eq!(i["digest"], digest.as_str());

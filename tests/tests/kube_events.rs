@@ -20,6 +20,7 @@ scenarios!(
     a_failure_on_every_poll_is_one_event_with_a_series_count,
     the_shipped_rbac_is_what_the_agent_needs_for_its_events,
     drift_prune_refusal_and_hold_show_too,
+    every_event_of_a_fresh_agent_regards_the_state_configmap_by_uid,
 );
 
 /// The Events of the agent's namespace (core/v1, as `kubectl get events` reads them),
@@ -70,6 +71,13 @@ fn applied_and_rejected_bundles_show_in_kubectl_get_events(env: &Env) {
     let v1 = env.kubectl_ok(&["get", "events.v1.events.k8s.io", e["metadata"]["name"].as_str().unwrap(), "-n", &env.ns, "-o", "json"]).json();
     assert_eq!((v1["note"].as_str(), v1["regarding"]["name"].as_str()), (Some(message), e["involvedObject"]["name"].as_str()));
     assert_eq!(v1["action"], "Apply");
+    // As an operator reads them: `kubectl get events` prints the server's event columns
+    // (a real server and the fake both answer kubectl's Table request).
+    let table = env.kubectl_ok(&["get", "events", "-n", &env.ns]).stdout;
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(header, ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], "{table}");
+    let state_object = format!("configmap/{}", state_name(&env.reference));
+    assert!(table.lines().any(|l| l.contains("Normal") && l.contains("Applied") && l.contains(&state_object) && l.contains(digest)), "{table}");
 
     // A resync that changes nothing adds nothing.
     env.agent_ok(&[]);
@@ -273,6 +281,48 @@ fn drift_prune_refusal_and_hold_show_too(env: &Env) {
     // The state ConfigMap's uid is known by now: `kubectl describe` lists its Events.
     let uid = env.get("configmap", &state_name(&env.reference)).unwrap()["metadata"]["uid"].clone();
     assert_eq!(held[0]["involvedObject"]["uid"], uid, "{:#}", held[0]);
+}
+
+fn every_event_of_a_fresh_agent_regards_the_state_configmap_by_uid(env: &Env) {
+    // A fresh agent (empty state directory, no state ConfigMap yet) whose first bundle is
+    // refused: its Event already names the state ConfigMap by uid (`kubectl describe
+    // configmap` finds Events by it), so the ConfigMap exists from the first Event on.
+    env.kubectl_apply(&env.namespace());
+    let unsigned = push_unsigned(env, &[env.configmap("a", "1", &[])]);
+    let out = env.agent(&[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let state = env.get("configmap", &state_name(&env.reference)).expect("the state ConfigMap exists from the first Event on");
+    let uid = state["metadata"]["uid"].as_str().expect("uid").to_string();
+    assert_eq!(state["data"]["appliedDigest"], "", "it holds no floor: nothing was applied {state:#}");
+    let events = agent_events(env);
+    assert_eq!(with_reason(&events, "Rejected").len(), 1, "{events:#?}");
+    assert!(events[0]["message"].as_str().unwrap().contains(&unsigned));
+
+    // Then the first apply (the ConfigMap written after the apply: the same object).
+    env.push(&[env.configmap("a", "2", &[])], &[]);
+    env.agent_ok(&[]);
+    let events = agent_events(env);
+    assert_eq!(with_reason(&events, "Applied").len(), 1, "{events:#?}");
+    assert_eq!(env.get("configmap", &state_name(&env.reference)).unwrap()["metadata"]["uid"], uid.as_str());
+    for e in &events {
+        assert_eq!(e["involvedObject"]["uid"], uid.as_str(), "every Event regards the state ConfigMap by uid: {e:#}");
+    }
+
+    // A new agent (another empty state directory) applying on a cluster with no state
+    // ConfigMap for its source: its very first Event (Applied) names it too.
+    let other = format!("{}-b", env.reference);
+    env.push_to(&other, &[env.configmap("b", "1", &[])], &[]);
+    let fresh = kube_support::Agent { source: Some(other.clone()), state: Some("state-b".into()), namespace: None };
+    let out = env.agent_in(&fresh, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let name = state_name(&other);
+    let uid = env.get("configmap", &name).unwrap()["metadata"]["uid"].as_str().unwrap().to_string();
+    let list = env.kubectl_ok(&["get", "events", "-n", &env.ns, "-o", "json"]).json();
+    let mine: Vec<&Value> = list["items"].as_array().unwrap().iter().filter(|e| e["involvedObject"]["name"] == name.as_str()).collect();
+    assert!(!mine.is_empty(), "{list:#}");
+    for e in mine {
+        assert_eq!(e["involvedObject"]["uid"], uid.as_str(), "{e:#}");
+    }
 }
 
 /// The Events API stalls (every request about Events gets no answer for a minute) or

@@ -65,10 +65,6 @@ fn platform(root: &Path, script: &str, extra: &str) {
     chmod_x(&root.join("workloads/tool/render.sh"));
 }
 
-fn chmod_x(p: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 /// `drover render` with a secret in drover's own environment (it must not reach the tool).
 fn render_with_secret(root: &Path, out: &Path) -> Out {
@@ -250,36 +246,6 @@ fn renderer_output_follows_the_template_rules() {
     assert!(err.contains("timeuot") && err.contains("workload.yaml"), "{err}");
 }
 
-/// The fenced code blocks (language, text) of the section of docs/platform.md whose
-/// heading starts with `heading`: the recipes are run as the documentation gives them.
-fn recipe(heading: &str) -> Vec<(String, String)> {
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/platform.md")).unwrap();
-    let start = doc.find(heading).unwrap_or_else(|| panic!("docs/platform.md has no {heading:?}"));
-    let section = &doc[start + heading.len()..];
-    let end = ["\n### ", "\n#### ", "\n## "].iter().filter_map(|h| section.find(h)).min().unwrap_or(section.len());
-    let section = &section[..end];
-    let mut blocks = Vec::new();
-    let mut rest = section;
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        let (lang, body) = after.split_once('\n').unwrap();
-        let close = body.find("```").unwrap();
-        blocks.push((lang.trim().to_string(), body[..close].to_string()));
-        rest = &body[close + 3..];
-    }
-    blocks
-}
-
-/// A workload of the documented recipe: `workload.yaml` (the recipe's YAML block with its
-/// header) and the recipe's script at `script`.
-fn recipe_workload(root: &Path, name: &str, heading: &str, script: &str) {
-    let blocks = recipe(heading);
-    let yaml = &blocks.iter().find(|(l, t)| l == "yaml" && t.starts_with("spec:")).expect("a workload.yaml block").1;
-    let code = &blocks.iter().find(|(l, _)| l == "sh" || l == "python").expect("a script block").1;
-    write(root, &[(&format!("workloads/{name}/workload.yaml"), &format!("apiVersion: drover.dev/v1\nkind: Workload\n{yaml}")), (&format!("workloads/{name}/{script}"), code)]);
-    chmod_x(&root.join(format!("workloads/{name}/{script}")));
-}
-
 #[test]
 fn plain_script_recipe_renders_as_documented() {
     let t = tempfile::tempdir().unwrap();
@@ -295,23 +261,6 @@ fn plain_script_recipe_renders_as_documented() {
     assert_eq!(object(&out, "edge", "reports/ConfigMap.core.shard-2.yaml")["data"]["clusterType"], "edge");
 }
 
-/// A stand-in for `kustomize build DIR` (not installable here): the base's one
-/// Deployment (JSON), the generated patch merged into it, the kustomization's namespace.
-const FAKE_KUSTOMIZE: &str = r#"#!/usr/bin/env python3
-import json, pathlib, re, sys
-if sys.argv[1] == "version":
-    print("v5.4.3-standin")
-    sys.exit(0)
-d = pathlib.Path(sys.argv[2])
-ns = re.search(r"^namespace: (\S+)$", (d / "kustomization.yaml").read_text(), re.M).group(1)
-def merge(a, b):
-    for k, v in b.items():
-        a[k] = merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
-    return a
-out = merge(json.loads((d / "base" / "deployment.yaml").read_text()), json.loads((d / "values-patch.json").read_text()))
-out["metadata"]["namespace"] = ns
-print(json.dumps(out))
-"#;
 
 #[test]
 fn kustomize_recipe_writes_the_values_as_a_patch() {

@@ -116,11 +116,12 @@ fn a_report_from_2099_is_not_fresh_and_a_new_pod_keeps_no_forged_health_since() 
     let prefix = format!("{}/fleet", f.reg);
     let out = f.drover(&["-o", "json", "fleet", "status", "--registry", &prefix, "--trust-key", &f.pubkey(), "--stale", "8760h"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let row = Fleet::row(&out.json(), "edge", "c1");
-    assert_eq!(row["stale"], true, "{row:#}");
-    assert!(row["untrusted"].as_str().is_some_and(|w| w.contains("in the future")), "{row:#}");
+    let st = out.json();
+    let named = st["untrusted"]["named"].as_array().unwrap().iter().find(|n| n["cluster"] == "edge.c1").cloned().unwrap_or_else(|| panic!("{st:#}"));
+    assert!(named["reason"].as_str().is_some_and(|w| w.contains("in the future") && w.contains("not fresh")), "{named:#}");
+    assert!(st["clusters"].as_array().unwrap().is_empty(), "nothing counts: {st:#}");
     let out = f.drover(&["fleet", "status", "--registry", &prefix, "--trust-key", &f.pubkey()]);
-    assert!(out.stdout.contains("UNTRUSTED") && !out.stdout.contains("0s ago"), "{}", out.stdout);
+    assert!(out.stdout.contains("Not counted") && out.stdout.contains("in the future") && !out.stdout.contains("0s ago"), "{}", out.stdout);
     let out = gated_promote(&f, &["--stale", "8760h"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.lines().any(|l| l.contains("edge.c1:") && l.contains("in the future")), "{}", out.stderr);

@@ -3,7 +3,8 @@
 //! candidate onto `prod-ring1`. The candidate's signatures verify — only the placement is
 //! forged. The ring1 agent must refuse it, keep what it runs and name the missing channel
 //! statement; the promoted path (`drover promote --key`) still works, and a channel moved
-//! before statements existed is migrated by promoting it again.
+//! before statements existed is migrated by promoting it again, deliberately
+//! (`--migrate-unplaced-source`; without it the promote refuses).
 
 mod agent_support;
 mod fleet_support;
@@ -103,10 +104,15 @@ fn a_channel_without_a_statement_is_refused_until_promoted_again() {
     let st = agent_state(&f, "c1");
     assert_eq!(st["appliedDigest"].as_str(), Some(d1.as_str()));
     let reason = st["lastAttempt"]["reason"].as_str().unwrap();
-    assert!(reason.contains("does not exist") && reason.contains("drover promote") && reason.contains("prod --key"), "the refusal says how to migrate: {reason}");
-    // The migration: promote the channel onto itself, with the key.
+    assert!(reason.contains("does not exist") && reason.contains("drover promote") && reason.contains("prod --key") && reason.contains("--migrate-unplaced-source"), "the refusal says how to migrate: {reason}");
+    // Without the migration flag, a channel without a statement is not promoted from
+    // (a deleted statement must not let a bundle move on), the refusal names the flag.
     let src = f.channel("edge", "prod");
     let out = f.drover(&["promote", &src, "prod", "--key", &f.key(), "--trust-key", &f.pubkey()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("prod.statement") && out.stderr.contains("--migrate-unplaced-source"), "{}", out.stderr);
+    // The migration: promote the channel onto itself, with the key, deliberately.
+    let out = f.drover(&["promote", &src, "prod", "--key", &f.key(), "--trust-key", &f.pubkey(), "--migrate-unplaced-source"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stderr.contains("not checked"), "the unchecked source is said: {}", out.stderr);
     f.agent_ok("c1", "edge", "prod", "prod", Target::Dir, &["--no-report"]);

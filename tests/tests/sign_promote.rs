@@ -29,8 +29,15 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     let d1 = push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 1, "one");
     sign(&reg.reference("fleet/edge:prod-ring0"), &key);
 
+    // prod-ring0 was pushed without a key and its bundle signed by digest afterwards: no
+    // statement places it there, so promoting from it is refused unless migrated deliberately.
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("prod-ring0.statement") && out.stderr.contains("--migrate-unplaced-source"), "{}", out.stderr);
+    let m = "--migrate-unplaced-source";
+
     // Same repository, destination given as a bare tag.
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p, "-o", "json", m]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["copied"], false);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d1.as_str()));
@@ -38,7 +45,7 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
     // A newer, signed bundle promotes over it.
     let d2 = push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 2, "two");
     sign(&reg.reference("fleet/edge:prod-ring0"), &key);
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p, "-o", "json"]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p, "-o", "json", m]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["previous"]["sequence"], 1);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()));
@@ -51,7 +58,7 @@ fn promote_moves_verified_digests_and_never_lowers_the_sequence() {
 
     // An unsigned newer bundle is refused before anything moves.
     push_bundle(&reg, "fleet/edge", "prod-ring0", "prod", 3, "three");
-    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p]);
+    let out = drover(&["promote", &reg.reference("fleet/edge:prod-ring0"), "prod", "--key", k, "--trust-key", p, m]);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("is not signed"), "{}", out.stderr);
     assert_eq!(digest_of(&reg, "fleet/edge", "prod").as_deref(), Some(d2.as_str()));

@@ -120,14 +120,21 @@ fn layout_and_archive_verify_and_tampered_blob_is_refused() {
     rt().block_on(r.push_bundle(&bundle, &["edge"])).unwrap();
 
     sign(&layout_ref, &key);
-    let out = verify(&layout_ref, &[&public], 1);
+    // By digest: the bundle's signatures alone.
+    let pinned = format!("oci:{}@{}", dir.display(), bundle.digest);
+    let out = verify(&pinned, &[&public], 1);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // By its tag: a channel no statement places the bundle on; an agent following it refuses.
+    let out = verify(&layout_ref, &[&public], 1);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.json()["satisfied"], true);
+    assert_eq!(out.json()["accepted"], false);
 
     // The same layout as an oci-archive (a tar of the layout) verifies too.
     let archive = tmp.path().join("bundle.tar");
     let st = std::process::Command::new("tar").arg("-C").arg(&dir).arg("-cf").arg(&archive).arg(".").status().unwrap();
     assert!(st.success());
-    let out = verify(&format!("oci-archive:{}:edge", archive.display()), &[&public], 1);
+    let out = verify(&format!("oci-archive:{}@{}", archive.display(), bundle.digest), &[&public], 1);
     assert_eq!(out.code, 0, "{}", out.stderr);
 
     // Flip the payload blob on disk: its bytes no longer match the descriptor digest.
@@ -140,7 +147,7 @@ fn layout_and_archive_verify_and_tampered_blob_is_refused() {
     let mut data = std::fs::read(&blob).unwrap();
     data[10] ^= 0x20;
     std::fs::write(&blob, &data).unwrap();
-    let out = verify(&layout_ref, &[&public], 1);
+    let out = verify(&pinned, &[&public], 1);
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("digest mismatch"), "{}", out.stderr);
     assert_eq!(out.json()["satisfied"], false);

@@ -107,7 +107,7 @@ fn refused_credentials_name_the_host_and_where_credentials_were_looked_for() {
     // Wrong explicit password.
     let out = run_with_stdin("drover", &["inspect", &reference, "--plain-http", "--username", "alice", "--password-stdin"], &empty_env, "wrong\n");
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(out.stderr.contains(&failed) && out.stderr.contains("--username alice"), "{}", out.stderr);
+    assert!(out.stderr.contains(&failed) && out.stderr.contains("user alice given on the command line"), "{}", out.stderr);
 
     // Wrong password in the Docker config.
     let bad = docker_config(&tmp.path().join("bad"), &[(&reg.addr, "alice", "wrong")]);

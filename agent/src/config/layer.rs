@@ -72,7 +72,7 @@ pub struct ConfigLayer {
     /// Trusted public key (PEM); repeat for several keys (rotation, two-party release).
     #[arg(long = "trust-key", value_name = "TRUST_KEY", env = "DROVER_TRUST_KEY", value_delimiter = ',')]
     pub trust_keys: Option<Vec<PathBuf>>,
-    /// Distinct trusted keys that must have signed (default 1).
+    /// Distinct trusted keys that must have signed [default: 1].
     #[arg(long, env = "DROVER_THRESHOLD")]
     pub threshold: Option<usize>,
     /// Apply bundles WITHOUT checking signatures. Only for trying drover out.
@@ -95,14 +95,15 @@ pub struct ConfigLayer {
     /// its mode (a Kubernetes emptyDir: root-owned, 0777): accept that one directory.
     #[arg(long, env = "DROVER_SHARED_STATE_PARENT", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub shared_state_parent: Option<bool>,
-    /// Poll interval (jittered), e.g. 30s.
+    /// Poll interval (jittered), e.g. 1m [default: 30s].
     #[arg(long, env = "DROVER_INTERVAL")]
     pub interval: Option<String>,
-    /// Re-apply an unchanged bundle this often (drift correction), e.g. 10m.
+    /// Re-apply an unchanged bundle this often (drift correction), e.g. 1h; 0s: on every
+    /// poll [default: 10m].
     #[arg(long, env = "DROVER_RESYNC")]
     pub resync: Option<String>,
-    /// What a resync does about drift: `correct` (re-apply, the default) or `report` (record
-    /// the drifted objects and fields in status, change nothing).
+    /// What a resync does about drift: `correct` (re-apply) or `report` (record the drifted
+    /// objects and fields in status, change nothing) [default: correct].
     #[arg(long = "drift", value_name = "MODE", env = "DROVER_DRIFT")]
     pub drift_mode: Option<String>,
     /// Apply window `SCHEDULE;DURATION[;TIME_ZONE]` (cron, e.g. "0 22 * * 1-5;6h;Europe/Berlin"):
@@ -110,17 +111,18 @@ pub struct ConfigLayer {
     /// environment: separated by `|`).
     #[arg(long = "apply-window", value_name = "SCHEDULE;DURATION[;TIME_ZONE]", env = "DROVER_APPLY_WINDOW", value_delimiter = '|')]
     pub apply_windows: Option<Vec<WindowSpec>>,
-    /// Server-side apply field manager.
+    /// Server-side apply field manager [default: drover].
     #[arg(long, env = "DROVER_FIELD_MANAGER")]
     pub field_manager: Option<String>,
-    /// Refuse to prune more than this fraction of the inventory (unless the bundle opts in).
+    /// Refuse to prune more than this fraction of the inventory (unless the bundle opts in)
+    /// [default: 0.5].
     #[arg(long, env = "DROVER_MAX_PRUNE_RATIO")]
     pub max_prune_ratio: Option<f64>,
     /// Address of the HTTP server (/healthz /readyz /status /metrics); default
     /// 127.0.0.1:9464, and none for `run --once` unless given.
     #[arg(long, env = "DROVER_LISTEN")]
     pub listen: Option<String>,
-    /// Log format: text or json.
+    /// Log format: text or json [default: text].
     #[arg(long, env = "DROVER_LOG_FORMAT")]
     pub log_format: Option<String>,
     /// Allowed namespace for namespaced objects; repeatable (default: all).
@@ -132,11 +134,22 @@ pub struct ConfigLayer {
     /// Kind that bundles may not contain; repeatable.
     #[arg(long = "deny-kind", value_name = "DENY_KIND", env = "DROVER_DENY_KIND", value_delimiter = ',')]
     pub denied_kinds: Option<Vec<String>>,
-    /// Bound of the health wait after an apply, e.g. 2m.
+    /// Bound of the health wait after an apply, e.g. 5m (0s: sample once, not-ready
+    /// objects are Progressing) [default: 2m].
     #[arg(long, env = "DROVER_HEALTH_TIMEOUT")]
     pub health_timeout: Option<String>,
-    /// kube target: bound of one API request, e.g. 30s; no answer by then is a
-    /// transient error (retried, then the attempt fails).
+    /// Health rules in CEL for kinds installed outside drover: a YAML file with a list of
+    /// {apiVersion, kind, current, failed?, inProgress?} (config: the list itself, or the
+    /// file); a bundle's own rule wins for its kind (docs/kubernetes.md, "Health rules").
+    #[arg(long = "health-checks", value_name = "FILE", env = "DROVER_HEALTH_CHECKS", value_parser = HealthChecks::from_flag)]
+    pub health_checks: Option<HealthChecks>,
+    /// What to do when a new bundle is Degraded at the end of the health timeout: `report`
+    /// [default] or `rollback` (re-apply the last bundle that was Healthy here;
+    /// docs/agent.md, "Rollback").
+    #[arg(long = "on-degraded", value_name = "ACTION", env = "DROVER_ON_DEGRADED")]
+    pub on_degraded: Option<String>,
+    /// kube target: bound of one API request, e.g. 1m; no answer by then is a transient
+    /// error (retried, then the attempt fails) [default: 30s].
     #[arg(long, env = "DROVER_API_TIMEOUT")]
     pub api_timeout: Option<String>,
     /// kube target: do not force-take fields owned by other managers.
@@ -146,7 +159,7 @@ pub struct ConfigLayer {
     /// about the bundle's objects; the API server's RBAC decides what bundles may change.
     #[arg(long, env = "DROVER_SERVICE_ACCOUNT", value_name = "NAMESPACE/NAME")]
     pub service_account: Option<String>,
-    /// kube target: objects applied at once inside an order group (default 8).
+    /// kube target: objects applied at once inside an order group, 1 to 64 [default: 8].
     #[arg(long, env = "DROVER_APPLY_CONCURRENCY")]
     pub apply_concurrency: Option<usize>,
     /// Elect one agent per cluster with a coordination.k8s.io Lease; the others stand by.
@@ -155,10 +168,10 @@ pub struct ConfigLayer {
     /// Namespace of the Lease (default: POD_NAMESPACE, else drover-system).
     #[arg(long, env = "DROVER_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
-    /// Name of the Lease (default drover-agent).
+    /// Name of the Lease [default: drover-agent].
     #[arg(long, env = "DROVER_LEASE_NAME")]
     pub lease_name: Option<String>,
-    /// Lease duration, e.g. 15s (the leader renews every third of it).
+    /// Lease duration, at least 2s (the leader renews every third of it) [default: 15s].
     #[arg(long, env = "DROVER_LEASE_DURATION")]
     pub lease_duration: Option<String>,
     /// This cluster's name in fleet reports (unique within its cluster type); reporting is
@@ -168,7 +181,8 @@ pub struct ConfigLayer {
     /// Reports repository: HOST/REPO or oci:DIR (default: <parent of the source repository>/drover-reports).
     #[arg(long, env = "DROVER_REPORT_TO")]
     pub report_to: Option<String>,
-    /// Heartbeat: write the report at least this often, e.g. 5m (changes are written at once).
+    /// Heartbeat: write the report at least this often, e.g. 15m (changes are written at
+    /// once) [default: 5m].
     #[arg(long, env = "DROVER_REPORT_INTERVAL")]
     pub report_interval: Option<String>,
     /// Docker config file with the credentials for the reports repository (push rights only).
@@ -234,6 +248,64 @@ pub enum DriftMode {
     Correct,
     /// Record them (object and fields) and leave them as they are.
     Report,
+}
+
+/// `healthChecks`: the rules themselves (config file), or a YAML file holding them (the
+/// flag, or a string in the config file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Value", into = "Value")]
+pub enum HealthChecks {
+    /// The rules.
+    List(Vec<drover_proto::health::HealthRule>),
+    /// A file with a YAML list of rules.
+    File(PathBuf),
+}
+
+impl HealthChecks {
+    fn from_flag(s: &str) -> Result<HealthChecks, String> {
+        Ok(HealthChecks::File(PathBuf::from(s)))
+    }
+
+    /// The rules, read from the file when given one.
+    pub(super) fn load(self) -> Result<Vec<drover_proto::health::HealthRule>, String> {
+        match self {
+            HealthChecks::List(rules) => Ok(rules),
+            HealthChecks::File(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                drover_proto::health::parse_yaml(&text, &path.display().to_string())
+            }
+        }
+    }
+}
+
+impl TryFrom<Value> for HealthChecks {
+    type Error = String;
+
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            Value::String(path) => Ok(HealthChecks::File(PathBuf::from(path))),
+            other => drover_proto::health::from_value(other, "healthChecks").map(HealthChecks::List),
+        }
+    }
+}
+
+impl From<HealthChecks> for Value {
+    fn from(h: HealthChecks) -> Value {
+        match h {
+            HealthChecks::List(rules) => serde_json::to_value(rules).expect("rules serialize"),
+            HealthChecks::File(path) => Value::String(path.display().to_string()),
+        }
+    }
+}
+
+/// What the agent does when a new bundle is Degraded at the end of its health wait.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnDegraded {
+    /// Report it (status, history, metrics, report), keep it applied (the default).
+    #[default]
+    Report,
+    /// Re-apply the last bundle that was Healthy on this cluster ([`crate::pipeline`]).
+    Rollback,
 }
 
 pub(super) fn invalid(field: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use drover_proto::Reference;
 
-use super::layer::{duration, duration_or_zero, invalid, ConfigError, ConfigLayer, DriftMode, TargetSpec};
+use super::layer::{duration, duration_or_zero, invalid, ConfigError, ConfigLayer, DriftMode, HealthChecks, OnDegraded, TargetSpec};
 use crate::window::Windows;
 
 /// The name of the single unnamed source (`--source` without a `sources:` list): its
@@ -81,6 +81,10 @@ pub struct SourceSettings {
     pub denied_kinds: Vec<String>,
     /// Bound of the wait stage.
     pub health_timeout: Duration,
+    /// The source's own health rules (`healthChecks`), compiled; a bundle's own win.
+    pub health_checks: std::sync::Arc<drover_proto::health::Rules>,
+    /// What a Degraded new bundle leads to (`onDegraded`).
+    pub on_degraded: OnDegraded,
     /// Kube target: bound of one API request.
     pub api_timeout: Duration,
     /// Kube target: apply without force.
@@ -108,6 +112,23 @@ fn drift_mode(v: Option<&str>) -> Result<DriftMode, ConfigError> {
         "report" => Ok(DriftMode::Report),
         other => Err(invalid("driftMode", "drift", format!("{other:?} is neither correct nor report"))),
     }
+}
+
+fn on_degraded(v: Option<&str>) -> Result<OnDegraded, ConfigError> {
+    match v.map(str::trim).unwrap_or("report") {
+        "report" => Ok(OnDegraded::Report),
+        "rollback" => Ok(OnDegraded::Rollback),
+        other => Err(invalid("onDegraded", "on-degraded", format!("{other:?} is neither report nor rollback"))),
+    }
+}
+
+/// The source's health rules, compiled (a rule that does not compile stops the agent
+/// before anything is applied, naming it).
+fn health_checks(v: Option<HealthChecks>) -> Result<std::sync::Arc<drover_proto::health::Rules>, ConfigError> {
+    let bad = |m: String| invalid("healthChecks", "health-checks", m);
+    let rules = v.map(HealthChecks::load).transpose().map_err(bad)?.unwrap_or_default();
+    let compiled = drover_proto::health::Rules::compile(&rules).map_err(|e| bad(e.to_string()))?;
+    Ok(std::sync::Arc::new(compiled))
 }
 
 /// `--service-account NAMESPACE/NAME`.
@@ -257,7 +278,9 @@ impl SourceSettings {
             allowed_namespaces,
             allowed_cluster_kinds,
             denied_kinds: c.denied_kinds.unwrap_or_default(),
-            health_timeout: duration("healthTimeout", "health-timeout", c.health_timeout, "2m")?,
+            health_timeout: duration_or_zero("healthTimeout", "health-timeout", c.health_timeout, "2m")?,
+            health_checks: health_checks(c.health_checks)?,
+            on_degraded: on_degraded(c.on_degraded.as_deref())?,
             api_timeout: duration("apiTimeout", "api-timeout", c.api_timeout, "30s")?,
             no_force: c.no_force.unwrap_or(false),
             apply_concurrency: match c.apply_concurrency.unwrap_or(8) {

@@ -67,6 +67,40 @@ fn apply_windows_and_drift_mode() {
     assert!(e.contains("zone"), "{e}");
 }
 
+/// Every `[default: V]` that `drover-agent run --help` shows is the real default: giving
+/// `--flag V` changes no setting. And the settings with a plain default show it.
+#[test]
+fn help_shows_the_real_defaults() {
+    use clap::{CommandFactory, Parser};
+    let base = [
+        "drover-agent", "run", "--source", "r.example/fleet/edge:prod", "--trust-key", "k.pub", "--target", "dir:/tmp/x", "--state-dir", "/tmp/s",
+        "--leader-election", "--cluster-name", "c1", "--expect-cluster-type", "edge", "--expect-environment", "prod",
+    ];
+    let settings = |extra: &[&str]| -> String {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+        let crate::cli::Command::Run(run) = cli.command else { unreachable!() };
+        format!("{:?}", Settings::merge(run.settings, ConfigLayer::default()).unwrap())
+    };
+    let plain = settings(&[]);
+    let cmd = crate::cli::Cli::command();
+    let run = cmd.find_subcommand("run").unwrap();
+    let mut shown = Vec::new();
+    for arg in run.get_arguments() {
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let Some(value) = help.split("[default: ").nth(1).and_then(|r| r.split(']').next()) else { continue };
+        let flag = format!("--{}", arg.get_long().unwrap());
+        assert_eq!(settings(&[&flag, value]), plain, "{flag} {value} is not what the agent does without {flag}");
+        shown.push(flag);
+    }
+    for flag in [
+        "--threshold", "--interval", "--resync", "--drift", "--field-manager", "--max-prune-ratio", "--log-format", "--health-timeout",
+        "--api-timeout", "--apply-concurrency", "--lease-name", "--lease-duration", "--report-interval",
+    ] {
+        assert!(shown.iter().any(|f| f == flag), "{flag} shows no [default: ...] in run --help ({shown:?})");
+    }
+}
+
 fn file(yaml: &str) -> Result<ConfigFile, ConfigError> {
     ConfigFile::parse(yaml, std::path::Path::new("/etc/drover/agent.yaml"))
 }
@@ -92,6 +126,20 @@ fn sources_take_the_top_level_as_defaults() {
     let flags = ConfigLayer { interval: Some("5s".into()), ..Default::default() };
     let s = Settings::merge(flags, file(&yaml).unwrap()).unwrap();
     assert_eq!((s.sources[0].interval, s.sources[1].interval), (Duration::from_secs(5), Duration::from_secs(20)));
+}
+
+#[test]
+fn health_rules_and_rollback_are_per_source() {
+    let yaml = format!(
+        "{TOP}onDegraded: rollback\nsources:\n- name: platform\n  source: r.example/platform:prod\n  healthChecks:\n  - apiVersion: example.com/v1\n    kind: Widget\n    current: status.phase == 'Running'\n- name: team-a\n  source: r.example/team-a:prod\n  onDegraded: report\n"
+    );
+    let s = Settings::merge(ConfigLayer::default(), file(&yaml).unwrap()).unwrap();
+    let (p, a) = (&s.sources[0], &s.sources[1]);
+    assert_eq!((p.on_degraded, a.on_degraded), (OnDegraded::Rollback, OnDegraded::Report), "the top level is the default, the entry wins");
+    assert!(!p.health_checks.is_empty() && a.health_checks.is_empty(), "each source its own rules");
+    let bad = format!("{TOP}sources:\n- name: team-a\n  source: r.example/a:prod\n  healthChecks:\n  - apiVersion: v1\n    kind: Pod\n    current: 'status.phase =='\n");
+    let e = Settings::merge(ConfigLayer::default(), file(&bad).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("sources[0] (team-a)") && e.contains("healthChecks"), "{e}");
 }
 
 #[test]

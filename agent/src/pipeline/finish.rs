@@ -13,8 +13,10 @@ use super::{unless_repeat, Attempted, CycleOutcome, Extra, Pipeline};
 
 impl Pipeline {
     /// Records an attempt that went through apply, wait, prune and record: `Applied`, or
-    /// `Failed` when objects failed (named in `extra.reason` and in `objects`).
+    /// `Failed` when objects failed (named in `extra.reason` and in `objects`), `RolledBack`
+    /// when the attempt put the last healthy bundle back and nothing failed.
     pub(super) fn finish_ok(&mut self, state: &SourceState, at: Attempted, objects: Vec<ObjectOutcome>, extra: Extra, result: AttemptResult) -> CycleOutcome {
+        let result = if result == AttemptResult::Applied && at.rollback.is_some() { AttemptResult::RolledBack } else { result };
         let summary = AttemptSummary {
             digest: Some(at.digest.clone()),
             sequence: at.sequence,
@@ -36,6 +38,7 @@ impl Pipeline {
             health: extra.health,
             objects,
             unhealthy: extra.unhealthy,
+            rolled_back: at.rollback,
         };
         self.rejected = None;
         self.save(state, summary, Some(attempt), result, false)

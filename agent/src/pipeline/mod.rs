@@ -12,7 +12,7 @@ use std::time::Instant;
 use drover_proto::object::ObjectRef;
 use drover_proto::time::now_rfc3339;
 
-use crate::config::DriftMode;
+use crate::config::{DriftMode, OnDegraded};
 use crate::depends::{Readiness, Waiting};
 use crate::events::Event;
 use crate::hold::{Gate, Held, Hold, HoldOrigin};
@@ -30,6 +30,7 @@ use crate::verify::{Expectations, Trust};
 use crate::{apply, drift, fetch, plan, prune, recall, resolve, unpack, wait};
 
 mod finish;
+mod undo;
 
 /// What one cycle ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +76,10 @@ pub struct Pipeline {
     pub hold: Gate,
     /// What a resync does about drift (`--drift`).
     pub drift_mode: DriftMode,
+    /// The agent's own health rules (`healthChecks`); a bundle's own win for its kinds.
+    pub health_checks: Arc<drover_proto::health::Rules>,
+    /// What a Degraded new bundle leads to (`--on-degraded`).
+    pub on_degraded: OnDegraded,
     /// The newest verified bundle not applied because of a hold: (digest, sequence).
     waiting: Option<(String, u64)>,
     /// The digest the channel named at this cycle's resolve (None: unreachable).
@@ -89,6 +94,9 @@ pub struct Pipeline {
     /// What the state database could not take yet (a full disk): written first thing
     /// once it can.
     unsaved: Option<Backlog>,
+    /// A new bundle that ended its health wait Degraded in this cycle, and why (what
+    /// `--on-degraded rollback` acts on).
+    degraded: Option<(drover_proto::channel::Position, String)>,
 }
 
 struct Attempted {
@@ -96,6 +104,8 @@ struct Attempted {
     sequence: Option<u64>,
     stage: &'static str,
     resync: bool,
+    /// Set when this attempt rolls back a Degraded bundle (`digest`) to the one it names.
+    rollback: Option<crate::rollback::RolledBack>,
 }
 
 impl Pipeline {
@@ -131,6 +141,8 @@ impl Pipeline {
             critical: Arc::new(AtomicBool::new(false)),
             hold: Gate::default(),
             drift_mode: DriftMode::Correct,
+            health_checks: Arc::default(),
+            on_degraded: OnDegraded::Report,
             waiting: None,
             resolved: None,
             waiting_on: None,
@@ -138,6 +150,7 @@ impl Pipeline {
             last_apply: None,
             rejected: None,
             unsaved: None,
+            degraded: None,
         }
     }
 
@@ -176,6 +189,7 @@ impl Pipeline {
         let verified = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
         if state.applied_digest.as_deref() != Some(current.as_str()) || !verified {
             let why = match last.filter(|a| a.digest.as_deref() == Some(current.as_str())) {
+                _ if state.refuses(current) => format!("its bundle {current} was rolled back (Degraded here)"),
                 Some(a) if a.result == AttemptResult::Rejected => format!("its bundle {current} was refused ({})", short(&a.reason)),
                 Some(a) if a.result == AttemptResult::Failed => format!("its apply of {current} failed ({})", short(&a.reason)),
                 Some(a) if a.result == AttemptResult::Held => format!("its bundle {current} is held ({})", short(&a.reason)),
@@ -194,13 +208,16 @@ impl Pipeline {
     /// Runs one poll.
     pub async fn cycle(&mut self) -> CycleOutcome {
         let name = self.source.name.clone();
-        let state = match self.state(&name) {
+        let mut state = match self.state(&name) {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("{e}");
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: false };
             }
         };
+        if let Some(asked) = self.hold.take_rollback_release() {
+            self.release_rollback(&mut state, &asked);
+        }
         let resync_due = self.last_apply.is_none_or(|t| t.elapsed() >= self.resync);
         self.resolved = None;
         self.waiting_on = None;
@@ -223,11 +240,19 @@ impl Pipeline {
                     }
                 }
                 // `finish` logs the error (once).
-                self.finish(&state, Attempted { digest: String::new(), sequence: None, stage: "resolve", resync: false }, Err(e), Vec::new());
+                self.finish(&state, Attempted { digest: String::new(), sequence: None, stage: "resolve", resync: false, rollback: None }, Err(e), Vec::new());
                 return CycleOutcome { result: AttemptResult::Failed, unreachable: true };
             }
         };
         self.resolved = Some(digest.clone());
+        if state.refuses(&digest) {
+            // The channel still names the bundle rolled back from: the applied one is
+            // resynced when due, the refused one never applied on its own.
+            if let (true, Some(applied)) = (resync_due && !hold.as_ref().is_some_and(Hold::blocks_resync), state.applied_digest.clone()) {
+                return self.process(applied, state, None, hold).await;
+            }
+            return self.refused_poll(&state);
+        }
         // The applied digest verified under another trust policy is re-verified now.
         let verified_now = state.policy_fingerprint.as_deref() == Some(self.fingerprint.as_str());
         // While held, a due resync waits too (drift is left as it is); not for a closed
@@ -350,9 +375,16 @@ impl Pipeline {
         crate::memory::mark("process");
         self.writes_start = self.target.writes();
         let (state, recall_note) = recall::recall(self.target.as_ref(), state).await;
+        if state.refuses(&digest) {
+            // A new leader learnt the refusal from the target's record: kept, and obeyed.
+            if let Err(e) = self.store().record(&state, &[]) {
+                tracing::warn!("{e}");
+            }
+            return self.refused_poll(&state);
+        }
         let notes: Vec<String> = note.into_iter().chain(recall_note).collect();
         let resync = state.applied_digest.as_deref() == Some(digest.as_str());
-        let mut at = Attempted { digest: digest.clone(), sequence: None, stage: "fetch", resync };
+        let mut at = Attempted { digest: digest.clone(), sequence: None, stage: "fetch", resync, rollback: None };
         let admission = Admission {
             source: &self.source,
             store: &self.shared.store,
@@ -376,6 +408,13 @@ impl Pipeline {
             }
         }
         let allow_mass_prune = verified.bundle.config.allow_mass_prune;
+        let health = match wait::rules(&digest, &verified.bundle.config, &self.health_checks) {
+            Ok(h) => h,
+            Err(e) => {
+                at.stage = "verify";
+                return self.finish(&state, at, Err(e), Vec::new());
+            }
+        };
         at.stage = "unpack";
         crate::memory::mark(at.stage);
         // Off the thread that serves `/healthz`: a large bundle takes a while to parse.
@@ -389,10 +428,11 @@ impl Pipeline {
             Ok(k) => k,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
-        let (req, refused) = match plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager) {
+        let (mut req, refused) = match plan::plan(unpacked, &self.policy, &known, &self.source.name, &self.field_manager) {
             Ok(r) => r,
             Err(e) => return self.finish(&state, at, Err(e), Vec::new()),
         };
+        req.health = health;
         if let Some(h) = hold.filter(|h| h.blocks_resync() || !at.resync) {
             at.stage = "hold";
             return self.held(&state, at, h, &req);
@@ -411,7 +451,10 @@ impl Pipeline {
         at.stage = "apply";
         crate::memory::mark(at.stage);
         self.critical.store(true, Ordering::SeqCst);
-        let out = self.change(req, refused, state, at, allow_mass_prune, notes).await;
+        let mut out = self.change(req, refused, state, at, allow_mass_prune, notes).await;
+        if let (Some((bad, why)), OnDegraded::Rollback) = (self.degraded.take(), self.on_degraded) {
+            out = self.roll_back(bad, why, out).await;
+        }
         self.critical.store(false, Ordering::SeqCst);
         out
     }
@@ -510,16 +553,26 @@ impl Pipeline {
         state.health = Some(health.health);
         self.shared.metrics.health(&health.health.to_string());
         state.inventory = pruned.inventory;
+        self.roll_back_state(&mut state, &at, &digest, sequence, health.health);
         // The apply put every object back: nothing differs from the bundle any more.
         state.drifted = Vec::new();
         self.shared.metrics.drifted(0);
         if health.health != Health::Healthy {
             let detail: Vec<String> = health.objects.iter().take(5).map(|o| format!("{}: {}", o.object, o.message)).collect();
             reasons.push(format!("health {}: {}", health.health, detail.join("; ")));
+            if health.health == Health::Degraded && !at.resync && at.rollback.is_none() {
+                let bad = drover_proto::channel::Position { digest: digest.clone(), sequence };
+                self.degraded = Some((bad, format!("Degraded: {}", detail.join("; "))));
+            }
+        }
+        if let Some(rb) = &at.rollback {
+            reasons.insert(0, rb.describe());
         }
         reasons.extend(recall::keep(target.as_ref(), &state).await);
         tracing::info!(digest = %digest, sequence, changed, pruned = pruned.deleted, "applied");
-        if !at.resync {
+        if let Some(rb) = &at.rollback {
+            self.event(&Event::rolled_back(&rb.from, &rb.to, &rb.reason));
+        } else if !at.resync {
             self.event(&Event::applied(&digest, sequence, objects, changed, pruned.deleted));
         } else if drift > 0 {
             self.event(&Event::drift_corrected(&digest, sequence, &corrected));
@@ -531,7 +584,9 @@ impl Pipeline {
         }
         let out = self.finish_ok(&state, at, outcomes, extra, result);
         crate::memory::mark("recorded");
-        if let Err(e) = self.store().cache_retain(&self.source.name, &[digest.as_str()]) {
+        // The cache keeps the applied bundle and the last one Healthy here (a rollback's).
+        let healthy = state.last_healthy.as_ref().map(|h| h.position.digest.as_str()).unwrap_or(digest.as_str());
+        if let Err(e) = self.store().cache_retain(&self.source.name, &[digest.as_str(), healthy]) {
             tracing::warn!("{e}");
         }
         // A failed object is tried again on the next poll (a resync of the applied bundle).

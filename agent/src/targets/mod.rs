@@ -98,6 +98,10 @@ pub struct ApplyRequest {
     pub field_manager: String,
     /// The object groups in apply order (empty groups are omitted).
     pub groups: Vec<OrderGroup>,
+    /// The health rules in CEL for its objects (the bundle's over the agent's
+    /// `healthChecks`, [`crate::wait::rules`]); a target that reads live objects applies
+    /// them in [`Target::wait`] instead of its built-in rule for the kind.
+    pub health: Arc<drover_proto::health::Rules>,
 }
 
 impl ApplyRequest {
@@ -327,6 +331,9 @@ pub struct TargetRecord {
     pub applied_at: String,
     /// The objects on the target that belong to the source.
     pub inventory: Vec<ObjectRef>,
+    /// The bundle refused after a rollback (`--on-degraded rollback`), while the refusal
+    /// stands: it raises the floor, and a new leader refuses it too ([`crate::rollback`]).
+    pub rolled_back: Option<drover_proto::channel::Position>,
 }
 
 /// What applying (or pruning) would do to one object (`drover-agent plan`).

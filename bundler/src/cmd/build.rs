@@ -47,6 +47,29 @@ pub struct BundleArgs {
     /// Let agents prune more than their maxPruneRatio of the inventory for this bundle.
     #[arg(long)]
     pub allow_mass_prune: bool,
+    /// Health rules in CEL for the bundle's objects: a YAML list of {apiVersion, kind,
+    /// current, failed?, inProgress?} (docs/kubernetes.md, "Health rules"); written into
+    /// the signed config. A rule that does not compile is refused, naming it.
+    #[arg(long, value_name = "FILE")]
+    pub health: Option<PathBuf>,
+    /// Raise the bundle's minAgentVersion (default: the lowest agent version that
+    /// understands every field the bundle uses; docs/bundle.md, "Compatibility").
+    #[arg(long, value_name = "VERSION")]
+    pub min_agent_version: Option<String>,
+}
+
+/// Reads a `--health` file: a YAML list of health rules, each checked and compiled
+/// (errors name the file and the rule), sorted as the config holds them.
+pub fn health_file(path: &std::path::Path) -> anyhow::Result<Vec<drover_proto::health::HealthRule>> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("--health {shown}: cannot read it"))?;
+    let rules = drover_proto::health::parse_yaml(&text, &format!("--health {shown}")).map_err(anyhow::Error::msg)?;
+    drover_proto::health::normalized(rules).map_err(|e| anyhow::anyhow!("--health {shown}: {e}"))
+}
+
+/// Parses `--min-agent-version`.
+pub fn min_agent_version(v: Option<&str>) -> anyhow::Result<Option<drover_proto::compat::Version>> {
+    v.map(|v| drover_proto::compat::parse(v, "--min-agent-version").map_err(anyhow::Error::msg)).transpose()
 }
 
 /// A bundle built in memory, with what went into it.
@@ -84,6 +107,8 @@ impl BundleArgs {
             created,
             allow_mass_prune: self.allow_mass_prune,
             workloads: Vec::new(),
+            health_checks: self.health.as_deref().map(health_file).transpose()?.unwrap_or_default(),
+            min_agent_version: min_agent_version(self.min_agent_version.as_deref())?,
         })
     }
 

@@ -203,7 +203,7 @@ async fn export_signed(r: &str, repo: &Repo, repository: &str, tag: &str, layout
         Err(e) => return Err(e).with_context(|| format!("looking up the signature {}", repo.describe(&sig_tag))),
     };
     if !signed {
-        warn(format_args!("{r} ({digest}) has no signature; importing it with --trust-key will be refused"));
+        warn(format_args!("{r} ({digest}) has no signature; `drover import --trust-key PUB` will refuse it"));
     }
     Ok(Exported { reference: r.to_string(), ref_name, digest, signed, signature_layers, report: false, statement: None })
 }

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use drover_proto::channel::promote::{promote, verified_source, Promoted};
+use drover_proto::channel::promote::{promote, source_placement, verified_source, Promoted, Unplaced};
 use serde::Serialize;
 use drover_proto::digest::is_valid_digest;
 use drover_proto::reference::valid_tag;
@@ -42,6 +42,11 @@ pub struct Args {
     /// The health gate (docs/fleet.md): promote only when the source channel's clusters are ready.
     #[command(flatten)]
     pub gate: GateArgs,
+    /// Promote even though the source channel has no channel statement that counts (missing,
+    /// deleted or unsigned): only to migrate a channel last moved before statements existed,
+    /// after checking what its tag names (docs/signatures.md, "Channel statements").
+    #[arg(long = "migrate-unplaced-source")]
+    pub migrate_unplaced_source: bool,
 }
 
 /// Runs `drover promote`.
@@ -72,10 +77,17 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
     let destination = dst.describe(&dst_tag);
     // With the gate, exactly the digest the gate judged is promoted (the tag may move meanwhile).
     let mut verdict = None;
+    let unplaced = if args.migrate_unplaced_source { Unplaced::Migrate } else { Unplaced::Refuse };
+    let mut source_unplaced = None;
     let src_lookup = match args.gate.rule(None)? {
         Some(rule) => {
             let channel = channel_of(&args.source, &src_lookup)?;
             let head = verified_source(&src, &src_lookup, &policy).await.with_context(|| format!("promoting {} (nothing moved)", args.source))?;
+            // The digest is promoted below (exactly what the gate judged), so the channel's
+            // placement is checked here, on the channel tag.
+            source_unplaced = source_placement(&src, &src_lookup, &head, &policy, unplaced)
+                .await
+                .with_context(|| format!("promoting {} (nothing moved)", args.source))?;
             let what = Judged { source: &args.source, channel: &channel, digest: &head.digest, config: &head.config };
             let v = gate(&args.gate, &rule, what, &policy, &client).await?;
             if !v.passed {
@@ -88,14 +100,29 @@ pub async fn run(args: Args) -> anyhow::Result<PromoteReport> {
         }
         None => src_lookup,
     };
-    let done = promote(&src, &src_lookup, &dst, &dst_tag, &policy, &key)
+    let mut done = promote(&src, &src_lookup, &dst, &dst_tag, &policy, &key, unplaced)
         .await
         .with_context(|| format!("promoting {} to {destination} (nothing moved)", args.source))?;
     if let Some(note) = &done.untrusted_previous {
         warn(format_args!("{note}; replaced it"));
     }
+    done.source_unplaced = done.source_unplaced.take().or(source_unplaced);
     if let Some(why) = &done.source_unplaced {
-        warn(format_args!("the source's placement was not checked: {why}"));
+        warn(format_args!("the source's placement was not checked ({}): {why}", drover_proto::channel::statement::MIGRATE_FLAG));
+    }
+    if dst.repository_name().is_empty() {
+        warn(format_args!(
+            "{destination} is in an OCI layout without a repository name: its channel statement names no repository, so only agents reading this layout accept it \
+             (a registry's agents refuse it); to place it for a registry repository, promote there, or name the repository: oci:DIR:REPOSITORY:TAG"
+        ));
+    }
+    if let Some(min) = done.min_agent_version.as_deref() {
+        if let Ok(reports) = args.gate.reports_for(&args.destination).or_else(|_| args.gate.reports_for(&args.source)) {
+            let target = crate::fleet::agents::Target { cluster_type: &done.cluster_type, environment: &done.environment, channel: &dst_tag, min_agent_version: min };
+            for w in crate::fleet::agents::warnings(&reports, &client, &policy, &[target]).await {
+                warn(w);
+            }
+        }
     }
     Ok(PromoteReport { source: args.source, destination, promoted: true, moved: Some(done), gate: verdict, refused: None })
 }

@@ -62,6 +62,10 @@ pub struct Args {
     /// Emergency: publish without the previous environment's release record (recorded).
     #[arg(long)]
     pub skip_promotion_gate: bool,
+    /// Raise every bundle's minAgentVersion (default: the lowest agent version that
+    /// understands every field the bundle uses; docs/bundle.md, "Compatibility").
+    #[arg(long, value_name = "VERSION")]
+    pub min_agent_version: Option<String>,
     /// Registry flags.
     #[command(flatten)]
     pub registry_args: RegistryArgs,
@@ -83,6 +87,9 @@ pub struct TypeResult {
     pub objects: usize,
     /// The bundle's sequence.
     pub sequence: u64,
+    /// The agent version it needs, when it says (its config's `minAgentVersion`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_agent_version: Option<String>,
 }
 
 /// What `publish` did.
@@ -144,6 +151,7 @@ struct Ctx<'a> {
     source_repository: &'a str,
     key: &'a PrivateKey,
     policy: &'a TrustPolicy,
+    min_agent_version: Option<&'a drover_proto::compat::Version>,
 }
 
 /// Publishes one cluster type through the channel rules: left alone when the channel holds
@@ -163,7 +171,10 @@ async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult
         created: None,
         allow_mass_prune: false,
         workloads: local.rendered.provenance.clone(),
+        health_checks: local.rendered.health_checks.clone(),
+        min_agent_version: ctx.min_agent_version.cloned(),
     };
+    let min_agent_version = meta.stamped_min_agent_version();
     let published = publish(Request {
         repo: &repo,
         channel: ctx.env,
@@ -187,7 +198,25 @@ async fn publish_type(ctx: &Ctx<'_>, local: &Local) -> anyhow::Result<TypeResult
         changed: published.changed,
         objects: published.objects,
         sequence: published.sequence,
+        min_agent_version,
     })
+}
+
+/// Warns about the reporting agents (in `PREFIX/drover-reports`) too old for the bundles
+/// that need more than every agent has.
+async fn warn_older_agents(prefix: &str, env: &str, results: &[TypeResult], client: &RegistryClient, policy: &TrustPolicy) {
+    use crate::fleet::agents::{warnings, Target};
+    let targets: Vec<Target<'_>> = results
+        .iter()
+        .filter_map(|r| {
+            let min = r.min_agent_version.as_deref()?;
+            Some(Target { cluster_type: &r.cluster_type, environment: env, channel: env, min_agent_version: min })
+        })
+        .collect();
+    let Ok(repository) = drover_proto::report::prefix_repository(prefix) else { return };
+    for w in warnings(&repository.to_string(), client, policy, &targets).await {
+        warn(w);
+    }
 }
 
 /// Runs `drover publish`.
@@ -213,9 +242,10 @@ pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
     let source_repository = args
         .source_repository
         .clone()
-        .or_else(|| git(&args.platform, &["config", "--get", "remote.origin.url"]))
+        .or_else(|| git(&args.platform, &["config", "remote.origin.url"]))
         .unwrap_or_default();
     let key = load_signing_key(&args.key)?;
+    let min_agent_version = crate::cmd::build::min_agent_version(args.min_agent_version.as_deref())?;
     let policy = if args.trust_keys.is_empty() {
         TrustPolicy::new(vec![key.public_key().clone()], 1)?
     } else {
@@ -252,7 +282,7 @@ pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
         release::check_gate(&releases, &platform.environments, &args.env, &revision, &policy).await?;
     }
 
-    let ctx = Ctx { client: &client, prefix: &prefix, env: &args.env, revision: &revision, source_repository: &source_repository, key: &key, policy: &policy };
+    let ctx = Ctx { client: &client, prefix: &prefix, env: &args.env, revision: &revision, source_repository: &source_repository, key: &key, policy: &policy, min_agent_version: min_agent_version.as_ref() };
     let outcomes: Vec<(String, anyhow::Result<TypeResult>)> = stream::iter(locals.iter())
         .map(|l| {
             let ctx = &ctx;
@@ -293,6 +323,7 @@ pub async fn run(args: Args) -> anyhow::Result<PublishReport> {
             .collect(),
     };
     let rec = release::publish_record(&releases, &record, &key, &policy).await?;
+    warn_older_agents(&prefix, &args.env, &results, &client, &policy).await;
 
     Ok(PublishReport { environment: args.env, revision, results, release_record: rec, gate_skipped })
 }

@@ -94,7 +94,7 @@ impl Report for ReleasesReport {
         }
         out.table(&["ENVIRONMENT", "REVISION", "PUBLISHED", "VERIFIED", "CLUSTER TYPE", "DIGEST"], &rows);
         for e in self.environments.iter().filter(|e| e.gate_skipped) {
-            out.line(format!("{}: published with --skip-promotion-gate", e.environment));
+            out.line(format!("{}: published with `drover publish --skip-promotion-gate`", e.environment));
         }
     }
 

@@ -1,8 +1,10 @@
-//! `drover verify REF --trust-key PUB... [--threshold N]`: exit 0 only when at least N
-//! distinct trusted keys signed this exact digest; reports matched keys and why others
-//! failed. For a tag it also shows the channel's signed statement (docs/design.md §4):
-//! whether it places this digest there, signed to the same policy — what an agent
-//! following the tag checks. The exit code stays the bundle's signatures'.
+//! `drover verify REF --trust-key PUB... [--threshold N]`: exit 0 only when an agent with
+//! the same keys and threshold would apply what REF names: at least N distinct trusted
+//! keys signed this exact digest and, for a channel tag, the channel's signed statement
+//! (docs/design.md §4) places this digest there, signed to the same policy — the agent's
+//! own rule (`drover_proto::channel::statement::check`), with the same next step when it
+//! refuses. Reports matched keys and why others failed. A digest (`REPO@sha256:…`) or a
+//! history tag names the bundle alone: only its signatures are checked.
 
 use drover_proto::channel::statement::{self, Placement, Statement};
 use drover_proto::digest::is_valid_digest;
@@ -102,6 +104,9 @@ pub struct VerifyReport {
     pub digest: String,
     /// True when at least `threshold` distinct trusted keys signed `digest`.
     pub satisfied: bool,
+    /// True when an agent with the same keys and threshold following the reference would
+    /// apply it: `satisfied` and, for a channel tag, `channel.placed` (the exit code).
+    pub accepted: bool,
     /// Distinct trusted keys required.
     pub threshold: usize,
     /// The signature manifest that was read.
@@ -127,6 +132,7 @@ impl VerifyReport {
             reference: reference.to_string(),
             digest: digest.to_string(),
             satisfied: error.is_none() && v.is_some_and(|v| v.satisfied),
+            accepted: error.is_none() && v.is_some_and(|v| v.satisfied),
             threshold: v.map(|v| v.threshold).unwrap_or(threshold),
             signature_reference: v.map(|v| v.signature_reference.clone()),
             matched: v
@@ -217,13 +223,22 @@ impl Report for VerifyReport {
                     s.time,
                     c.signed_by.iter().map(|f| &f[..12]).collect::<Vec<_>>().join(", ")
                 )),
-                (_, problem) => out.line(format!("channel {}: NOT placed, agents following it refuse it: {}", c.channel, problem.as_deref().unwrap_or(""))),
+                (_, _) => out.line(format!("channel {}: NOT placed, agents following it refuse it", c.channel)),
             }
         }
     }
 
     fn failure(&self) -> Option<String> {
-        (!self.satisfied).then(|| format!("verifying {}: {}", self.reference, self.error.as_deref().unwrap_or("not satisfied")))
+        if !self.satisfied {
+            return Some(format!("verifying {}: {}", self.reference, self.error.as_deref().unwrap_or("not satisfied")));
+        }
+        let c = self.channel.as_ref().filter(|c| !c.placed)?;
+        Some(format!(
+            "verifying {}: the bundle's signatures satisfy the policy, but agents following channel {} refuse it: {}",
+            self.reference,
+            c.channel,
+            c.problem.as_deref().unwrap_or("no statement places it")
+        ))
     }
 }
 
@@ -242,5 +257,6 @@ pub async fn run(args: Args) -> anyhow::Result<VerifyReport> {
         Err(e) => VerifyReport::new(&args.reference, &digest, args.trust.threshold, None, Some(e.to_string())),
     };
     let channel = if report.satisfied { channel(&repo, lookup.as_deref(), &digest, &policy).await? } else { None };
-    Ok(VerifyReport { channel, ..report })
+    let accepted = report.satisfied && channel.as_ref().is_none_or(|c| c.placed);
+    Ok(VerifyReport { channel, accepted, ..report })
 }

@@ -1,31 +1,71 @@
-//! What `drover fleet enroll` changes in the fleet roster (docs/fleet.md, "Who can write
-//! a report"), decided from the roster and the reports as read — pure, so every rule is
-//! tested without a registry:
+//! What `drover fleet enroll` changes (docs/fleet.md, "Declared membership"), decided from
+//! who is enrolled now — the clusters a Fleet file declares (`--fleet`), or the registry
+//! roster — and the reports as read. Pure, so every rule is tested without a registry:
 //!
-//! - a cluster is enrolled with the key its signed report carries now; `--cluster
-//!   TYPE.NAME=FINGERPRINT` additionally pins it (the operator compared it with the agent's
-//!   log: a report a registry writer forged under that tag carries another key);
-//! - `--all-pending` enrolls every cluster that is not in the roster yet and whose report
-//!   is signed; a cluster enrolled with ANOTHER key is never re-enrolled by it (that is
+//! - a cluster is enrolled with the key its signed report carries now, with the
+//!   environment and channel that report says; `--cluster TYPE.NAME=FINGERPRINT` (all 64
+//!   hex digits, as its agent logs it) additionally pins it: a report a registry writer
+//!   forged under that tag carries another key;
+//! - `--all-pending` enrolls every cluster that is not enrolled yet and whose report is
+//!   signed; a cluster enrolled with ANOTHER key is never re-enrolled by it (that is
 //!   exactly what a forged report looks like): it is listed, to be confirmed one by one
 //!   with `--cluster TYPE.NAME=FINGERPRINT`;
-//! - `--remove` takes the named clusters out (revokes their key).
+//! - `--remove` takes the named clusters out (their reports stop counting).
 
 use std::collections::BTreeMap;
 
-use drover_proto::report::roster::Roster;
 use drover_proto::report::store::{Received, Signer};
 use serde::Serialize;
+
+/// Length of a full report key fingerprint (hex SHA-256).
+pub const FINGERPRINT_HEX: usize = 64;
 
 /// What to enroll or remove.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selection {
     /// Nothing: list the pending clusters only.
     List,
-    /// These clusters (`TYPE.NAME`, optionally pinned to a fingerprint prefix).
+    /// These clusters (`TYPE.NAME`, optionally pinned to a full fingerprint).
     Clusters(Vec<(String, Option<String>)>),
-    /// Every cluster not in the roster whose report is signed.
+    /// Every cluster not enrolled whose report is signed.
     AllPending,
+}
+
+/// What happens to one cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Action {
+    /// Enrolled (declared) with the key its report carries.
+    #[serde(rename = "enrolled")]
+    Enrolled,
+    /// Its new key confirmed by name (`--cluster TYPE.NAME=FINGERPRINT`).
+    #[serde(rename = "re-enrolled")]
+    ReEnrolled,
+    /// Taken out.
+    #[serde(rename = "removed")]
+    Removed,
+    /// Already enrolled with that key.
+    #[serde(rename = "unchanged")]
+    Unchanged,
+    /// Listed: signed, not enrolled.
+    #[serde(rename = "pending")]
+    Pending,
+    /// Listed: enrolled with another key than its report carries (confirm by name).
+    #[serde(rename = "key changed")]
+    KeyChanged,
+}
+
+impl Action {
+    /// As printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Enrolled => "enrolled",
+            Action::ReEnrolled => "re-enrolled",
+            Action::Removed => "removed",
+            Action::Unchanged => "unchanged",
+            Action::Pending => "pending",
+            Action::KeyChanged => "key changed",
+        }
+    }
 }
 
 /// One cluster in the outcome.
@@ -34,14 +74,22 @@ pub enum Selection {
 pub struct Change {
     /// `TYPE.NAME`.
     pub cluster: String,
-    /// The key fingerprint concerned.
+    /// The key fingerprint concerned (all 64 hex digits).
     pub key: String,
-    /// `enrolled`, `re-enrolled` (a new key confirmed), `removed`, `unchanged`, or
-    /// `pending` / `key changed` (listed, not changed).
-    pub action: String,
+    /// What happened (or is listed).
+    pub action: Action,
+    /// The key it was enrolled with before (re-enrolled, removed, key changed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// The environment its report says (enrolled, pending).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// The channel its report says (enrolled, pending).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
 }
 
-/// Parses `--cluster TYPE.NAME[=FINGERPRINT]`.
+/// Parses `--cluster TYPE.NAME[=FINGERPRINT]` (the fingerprint all 64 hex digits).
 pub fn parse_cluster(text: &str) -> Result<(String, Option<String>), String> {
     let (tag, fp) = match text.split_once('=') {
         Some((t, f)) => (t, Some(f.trim().to_ascii_lowercase())),
@@ -51,93 +99,111 @@ pub fn parse_cluster(text: &str) -> Result<(String, Option<String>), String> {
     drover_proto::report::check_cluster_type(ty)?;
     drover_proto::report::check_cluster_name(name)?;
     if let Some(f) = &fp {
-        if f.len() < 12 || f.len() > 64 || !f.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("--cluster {text:?}: the fingerprint must be at least 12 hex digits of the report key's fingerprint"));
+        if f.len() != FINGERPRINT_HEX || !f.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "--cluster {text:?}: give all {FINGERPRINT_HEX} hex digits of the report key's fingerprint, as its agent logs it at start (fingerprint=…); a shorter prefix is not accepted"
+            ));
         }
     }
     Ok((tag.to_string(), fp))
 }
 
-/// The key each cluster's signed report carries (`None` for an unsigned or badly signed one).
-fn keys(received: &[Received]) -> BTreeMap<String, Option<String>> {
+/// What a signed report says about its cluster.
+struct Seen<'a> {
+    key: Option<&'a str>,
+    environment: &'a str,
+    channel: &'a str,
+}
+
+/// The key each cluster's report carries (`None` for an unsigned or badly signed one).
+fn seen(received: &[Received]) -> BTreeMap<String, Seen<'_>> {
     received
         .iter()
         .map(|r| {
             let key = match &r.signer {
-                Signer::Key(k) => Some(k.fingerprint().to_string()),
+                Signer::Key(k) => Some(k.fingerprint()),
                 _ => None,
             };
-            (r.report.tag(), key)
+            (r.report.tag(), Seen { key, environment: &r.report.environment, channel: &r.report.channel })
         })
         .collect()
 }
 
-/// Applies `selection` (enroll, or with `remove` take out) to `roster`, given the reports
-/// `received`. Returns every change and listing; `roster` is changed in place. Refused,
-/// naming the cluster, when a named cluster cannot be enrolled as asked.
-pub fn plan(roster: &mut Roster, received: &[Received], selection: &Selection, remove: bool) -> Result<Vec<Change>, String> {
-    let keys = keys(received);
+/// Decides `selection` (enroll, or with `remove` take out) against `enrolled` (tag → key
+/// fingerprint), given the reports `received`; `enrolled` is changed as decided. Returns
+/// every change and listing. Refused, naming the cluster, when a named cluster cannot be
+/// enrolled as asked (then nothing is changed).
+pub fn plan(enrolled: &mut BTreeMap<String, String>, received: &[Received], selection: &Selection, remove: bool) -> Result<Vec<Change>, String> {
+    let seen = seen(received);
     let mut out = Vec::new();
-    let change = |cluster: &str, key: &str, action: &str| Change { cluster: cluster.into(), key: key.into(), action: action.into() };
+    let change = |cluster: &str, key: &str, action, previous: Option<&String>, s: Option<&Seen>| Change {
+        cluster: cluster.into(),
+        key: key.into(),
+        action,
+        previous: previous.cloned(),
+        environment: s.map(|s| s.environment.to_string()),
+        channel: s.map(|s| s.channel.to_string()),
+    };
+    let mut next = enrolled.clone();
     match (selection, remove) {
         (Selection::Clusters(named), true) => {
             for (tag, _) in named {
-                match roster.clusters.remove(tag) {
-                    Some(fp) => out.push(change(tag, &fp, "removed")),
-                    None => return Err(format!("{tag} is not in the roster; nothing removed")),
+                match next.remove(tag) {
+                    Some(fp) => out.push(change(tag, &fp, Action::Removed, Some(&fp), None)),
+                    None => return Err(format!("{tag} is not enrolled; nothing removed")),
                 }
             }
         }
         (_, true) => return Err("--remove needs the clusters to remove: --cluster TYPE.NAME".into()),
         (Selection::Clusters(named), false) => {
             for (tag, pin) in named {
-                let key = match keys.get(tag) {
-                    Some(Some(k)) => k,
-                    Some(None) => return Err(format!("the report of {tag} is not signed with a report key (is its agent older than report keys, or did someone else write it?); nothing enrolled")),
+                let s = match seen.get(tag) {
+                    Some(s) if s.key.is_some() => s,
+                    Some(_) => return Err(format!("the report of {tag} is not signed with a report key (is its agent older than report keys, or did someone else write it?); nothing enrolled")),
                     None => return Err(format!("no report of {tag} in the reports repository; its agent must have reported once (it signs with its report key); nothing enrolled")),
                 };
-                if pin.as_ref().is_some_and(|p| !key.starts_with(p.as_str())) {
+                let key = s.key.expect("checked above");
+                if pin.as_deref().is_some_and(|p| p != key) {
                     return Err(format!(
-                        "the report of {tag} is signed with key {}, not {}: the report may not be its agent's; nothing enrolled",
-                        &key[..12],
+                        "the report of {tag} is signed with key {key}, not {}: the report may not be its agent's; nothing enrolled",
                         pin.as_deref().unwrap_or_default()
                     ));
                 }
-                match roster.clusters.get(tag) {
-                    Some(fp) if fp == key => out.push(change(tag, key, "unchanged")),
+                match next.get(tag).cloned() {
+                    Some(fp) if fp == key => out.push(change(tag, key, Action::Unchanged, None, Some(s))),
                     Some(fp) if pin.is_none() => {
                         return Err(format!(
-                            "{tag} is enrolled with key {}, its report now carries {}: if its agent's key really changed, confirm with --cluster {tag}={}; nothing enrolled",
-                            &fp[..12],
-                            &key[..12],
-                            &key[..12]
+                            "{tag} is enrolled with key {fp}, its report now carries {key}: if its agent's key really changed, confirm with --cluster {tag}={key}; nothing enrolled"
                         ))
                     }
-                    Some(_) => {
-                        roster.clusters.insert(tag.clone(), key.clone());
-                        out.push(change(tag, key, "re-enrolled"));
+                    Some(fp) => {
+                        next.insert(tag.clone(), key.to_string());
+                        out.push(change(tag, key, Action::ReEnrolled, Some(&fp), Some(s)));
                     }
                     None => {
-                        roster.clusters.insert(tag.clone(), key.clone());
-                        out.push(change(tag, key, "enrolled"));
+                        next.insert(tag.clone(), key.to_string());
+                        out.push(change(tag, key, Action::Enrolled, None, Some(s)));
                     }
                 }
             }
         }
         (Selection::AllPending | Selection::List, false) => {
             let enroll = *selection == Selection::AllPending;
-            for (tag, key, enrolled) in roster.pending(received) {
-                match enrolled {
-                    Some(_) => out.push(change(&tag, &key, "key changed")),
+            for (tag, s) in &seen {
+                let Some(key) = s.key else { continue };
+                match next.get(tag).cloned() {
+                    Some(fp) if fp == key => {}
+                    Some(fp) => out.push(change(tag, key, Action::KeyChanged, Some(&fp), Some(s))),
                     None if enroll => {
-                        roster.clusters.insert(tag.clone(), key.clone());
-                        out.push(change(&tag, &key, "enrolled"));
+                        next.insert(tag.clone(), key.to_string());
+                        out.push(change(tag, key, Action::Enrolled, None, Some(s)));
                     }
-                    None => out.push(change(&tag, &key, "pending")),
+                    None => out.push(change(tag, key, Action::Pending, None, Some(s))),
                 }
             }
         }
     }
+    *enrolled = next;
     Ok(out)
 }
 
@@ -163,6 +229,7 @@ mod tests {
             failing: vec![],
             held: None,
             drifted_objects: None,
+            rolled_back: None,
             agent_version: "t".into(),
             reported_at: "2026-01-01T00:00:00Z".into(),
         };
@@ -170,39 +237,48 @@ mod tests {
         Received { name: format!("edge.{name}"), report, signer, cut: vec![] }
     }
 
-    #[test]
-    fn all_pending_never_replaces_an_enrolled_key() {
-        let (a, b, forged) = (PrivateKey::generate().unwrap(), PrivateKey::generate().unwrap(), PrivateKey::generate().unwrap());
-        let mut roster = Roster::default();
-        roster.clusters.insert("edge.a".into(), a.public_key().fingerprint().into());
-        let seen = vec![received("a", Some(&forged)), received("b", Some(&b)), received("u", None)];
-        let listed = plan(&mut roster.clone(), &seen, &Selection::List, false).unwrap();
-        let actions: Vec<(&str, &str)> = listed.iter().map(|c| (c.cluster.as_str(), c.action.as_str())).collect();
-        assert_eq!(actions, [("edge.a", "key changed"), ("edge.b", "pending")]);
-        let done = plan(&mut roster, &seen, &Selection::AllPending, false).unwrap();
-        assert_eq!(done.iter().filter(|c| c.action == "enrolled").count(), 1);
-        assert_eq!(roster.clusters["edge.a"], a.public_key().fingerprint(), "the forged key is not enrolled");
-        assert_eq!(roster.clusters["edge.b"], b.public_key().fingerprint());
+    fn fp(k: &PrivateKey) -> String {
+        k.public_key().fingerprint().to_string()
     }
 
     #[test]
-    fn named_clusters_are_checked_and_pinned() {
+    fn all_pending_never_replaces_an_enrolled_key() {
+        let (a, b, forged) = (PrivateKey::generate().unwrap(), PrivateKey::generate().unwrap(), PrivateKey::generate().unwrap());
+        let mut enrolled = BTreeMap::from([("edge.a".to_string(), fp(&a))]);
+        let seen = vec![received("a", Some(&forged)), received("b", Some(&b)), received("u", None)];
+        let listed = plan(&mut enrolled.clone(), &seen, &Selection::List, false).unwrap();
+        let actions: Vec<(&str, Action)> = listed.iter().map(|c| (c.cluster.as_str(), c.action)).collect();
+        assert_eq!(actions, [("edge.a", Action::KeyChanged), ("edge.b", Action::Pending)]);
+        let done = plan(&mut enrolled, &seen, &Selection::AllPending, false).unwrap();
+        assert_eq!(done.iter().filter(|c| c.action == Action::Enrolled).count(), 1);
+        assert_eq!(done[1].environment.as_deref(), Some("prod"), "the report's environment and channel come along");
+        assert_eq!(enrolled["edge.a"], fp(&a), "the forged key is not enrolled");
+        assert_eq!(enrolled["edge.b"], fp(&b));
+    }
+
+    #[test]
+    fn named_clusters_are_checked_and_pinned_with_full_fingerprints() {
         let (a, forged) = (PrivateKey::generate().unwrap(), PrivateKey::generate().unwrap());
-        let mut roster = Roster::default();
+        let mut enrolled = BTreeMap::new();
         let seen = vec![received("a", Some(&a)), received("u", None)];
-        let pin = |k: &PrivateKey| Some(k.public_key().fingerprint()[..16].to_string());
-        assert!(plan(&mut roster, &seen, &Selection::Clusters(vec![("edge.a".into(), pin(&forged))]), false).unwrap_err().contains("not"));
-        assert!(plan(&mut roster, &seen, &Selection::Clusters(vec![("edge.u".into(), None)]), false).unwrap_err().contains("not signed"));
-        assert!(plan(&mut roster, &seen, &Selection::Clusters(vec![("edge.x".into(), None)]), false).unwrap_err().contains("no report"));
-        assert!(roster.clusters.is_empty(), "refusals change nothing");
-        plan(&mut roster, &seen, &Selection::Clusters(vec![("edge.a".into(), pin(&a))]), false).unwrap();
-        assert_eq!(roster.clusters.len(), 1);
+        let pin = |k: &PrivateKey| Some(fp(k));
+        assert!(plan(&mut enrolled, &seen, &Selection::Clusters(vec![("edge.a".into(), pin(&forged))]), false).unwrap_err().contains("not"));
+        assert!(plan(&mut enrolled, &seen, &Selection::Clusters(vec![("edge.u".into(), None)]), false).unwrap_err().contains("not signed"));
+        assert!(plan(&mut enrolled, &seen, &Selection::Clusters(vec![("edge.x".into(), None)]), false).unwrap_err().contains("no report"));
+        assert!(enrolled.is_empty(), "refusals change nothing");
+        plan(&mut enrolled, &seen, &Selection::Clusters(vec![("edge.a".into(), pin(&a))]), false).unwrap();
+        assert_eq!(enrolled.len(), 1);
         let forged_seen = vec![received("a", Some(&forged))];
-        assert!(plan(&mut roster, &forged_seen, &Selection::Clusters(vec![("edge.a".into(), None)]), false).unwrap_err().contains("confirm"));
-        let removed = plan(&mut roster, &[], &Selection::Clusters(vec![("edge.a".into(), None)]), true).unwrap();
-        assert_eq!(removed[0].action, "removed");
-        assert!(roster.clusters.is_empty());
-        assert!(parse_cluster("edge.c1=ABCDEF012345").unwrap().1.as_deref() == Some("abcdef012345"));
+        let e = plan(&mut enrolled, &forged_seen, &Selection::Clusters(vec![("edge.a".into(), None)]), false).unwrap_err();
+        assert!(e.contains("confirm") && e.contains(&fp(&forged)), "{e}");
+        let rekeyed = plan(&mut enrolled.clone(), &forged_seen, &Selection::Clusters(vec![("edge.a".into(), pin(&forged))]), false).unwrap();
+        assert_eq!((rekeyed[0].action, rekeyed[0].previous.clone()), (Action::ReEnrolled, Some(fp(&a))));
+        let removed = plan(&mut enrolled, &[], &Selection::Clusters(vec![("edge.a".into(), None)]), true).unwrap();
+        assert_eq!(removed[0].action, Action::Removed);
+        assert!(enrolled.is_empty());
+        let full = "ABCDEF0123456789".repeat(4);
+        assert_eq!(parse_cluster(&format!("edge.c1={full}")).unwrap().1, Some(full.to_ascii_lowercase()));
+        assert!(parse_cluster("edge.c1=abcdef012345").unwrap_err().contains("all 64 hex digits"), "12 digits are not enough");
         assert!(parse_cluster("edge").is_err() && parse_cluster("edge.c1=xyz").is_err());
     }
 }

@@ -1,25 +1,24 @@
 //! The health gate (docs/fleet.md), the one rule `drover promote --require-healthy` and
-//! `drover fleet wait` both apply. The clusters that follow a channel are the reports
-//! with the bundle's cluster type and environment and that channel. A cluster is ready
-//! when its report
-//!
-//! 0. counts: signed by the report key the fleet roster enrolls for its cluster, within
-//!    the format's limits, not dated in the future (otherwise it is named as untrusted
-//!    and holds the gate back: it is one of the channel's clusters, of unknown health),
-//! 1. is fresh (not older than `--stale`),
-//! 2. says the candidate digest is applied,
-//! 3. says Healthy, continuously for `--soak` (its `healthSince`),
-//! 4. and its last recorded attempt did not fail or get refused on that digest.
+//! `drover fleet wait` both apply. The clusters that must be ready for a channel are, with
+//! a Fleet file (`--fleet`), the clusters it declares for the bundle's cluster type and
+//! environment and that channel — whatever the registry holds; without one, the clusters
+//! whose reports claim them (a registry writer can make a lagging cluster's report vanish:
+//! every reader warns). Each is classified by the one rule
+//! ([`super::classify::classify`]): only `ready` counts. A report of a cluster that is not
+//! declared never counts and is listed apart.
 //!
 //! The gate passes when at least `max(--min-clusters, ceil(--require-healthy % × clusters))`
 //! clusters are ready. Otherwise every cluster that holds it back is named with why.
 
 use std::time::Duration;
 
-use drover_proto::report::ReportHealth;
 use serde::Serialize;
 
-use super::{age, human, short_digest, status::is_stale, Seen};
+use super::classify::{classify, Bar, Classification, Known, Target};
+use super::groups::slots;
+use super::members::{Group, Membership};
+use super::read::Reading;
+use super::short_digest;
 
 /// What is being promoted (or waited for).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,6 +36,13 @@ pub struct Candidate {
     pub sequence: u64,
 }
 
+impl Candidate {
+    /// The clusters it is about.
+    pub fn group(&self) -> Group {
+        Group { environment: self.environment.clone(), cluster_type: self.cluster_type.clone(), channel: self.channel.clone() }
+    }
+}
+
 /// The gate's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rule {
@@ -50,6 +56,13 @@ pub struct Rule {
     pub stale: Duration,
 }
 
+impl Rule {
+    /// What a cluster must meet to be ready.
+    pub fn bar(&self) -> Bar {
+        Bar { soak: self.soak, stale: self.stale }
+    }
+}
+
 /// One cluster's part in the verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -58,7 +71,18 @@ pub struct ClusterVerdict {
     pub cluster_name: String,
     /// True when it counts toward the gate.
     pub ready: bool,
-    /// Why (or why not).
+    /// Its classification: class, why, and its last attempt's result and reason.
+    #[serde(flatten)]
+    pub classification: Classification,
+}
+
+/// A report the gate did not count and lists apart: its cluster is not declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotCounted {
+    /// `TYPE.NAME`.
+    pub cluster: String,
+    /// Why it does not count.
     pub reason: String,
 }
 
@@ -70,18 +94,26 @@ pub struct Verdict {
     pub passed: bool,
     /// What was evaluated.
     pub candidate: Candidate,
+    /// The Fleet file the clusters are declared in (absent: membership from the reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_in: Option<String>,
     /// Clusters following the channel.
     pub clusters: usize,
     /// Of those, ready.
     pub ready: usize,
     /// Ready clusters needed.
     pub required: usize,
-    /// Each cluster, those holding the gate back first.
+    /// Each cluster, those holding the gate back first (a cluster whose untrusted report
+    /// is not named is counted, not listed).
     pub details: Vec<ClusterVerdict>,
+    /// Reports claiming the channel that are never counted (clusters not declared), named.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_counted: Vec<NotCounted>,
 }
 
 impl Verdict {
-    /// A human account: one line, then one line per cluster holding the gate back.
+    /// A human account: one line, then one line per cluster holding the gate back, then
+    /// the reports not counted.
     pub fn describe(&self) -> String {
         let c = &self.candidate;
         let mut s = format!(
@@ -95,82 +127,62 @@ impl Verdict {
             short_digest(&c.digest),
             self.required
         );
+        if let Some(file) = &self.declared_in {
+            s.push_str(&format!(" (the clusters {file} declares)"));
+        }
         if self.clusters == 0 {
-            s.push_str(&format!(
-                "\n  no cluster following {} has reported (is --reports the repository the agents write to, and do they run with --cluster-name?)",
-                c.channel
-            ));
+            match &self.declared_in {
+                Some(file) => s.push_str(&format!("\n  {file} declares no cluster of {}/{} following {}", c.cluster_type, c.environment, c.channel)),
+                None => s.push_str(&format!(
+                    "\n  no cluster following {} has reported (is --reports the repository the agents write to, and do they run with `drover-agent run --cluster-name NAME`?)",
+                    c.channel
+                )),
+            }
         }
         for d in self.details.iter().filter(|d| !d.ready) {
-            s.push_str(&format!("\n  {}.{}: {}", c.cluster_type, d.cluster_name, d.reason));
+            s.push_str(&format!("\n  {}.{}: {}", c.cluster_type, d.cluster_name, d.classification.reason));
+        }
+        let unnamed = self.clusters - self.details.len();
+        if unnamed > 0 {
+            s.push_str(&format!("\n  and {unnamed} more cluster(s) whose reports do not count (not named)"));
+        }
+        for n in &self.not_counted {
+            s.push_str(&format!("\n  not counted: {}: {}", n.cluster, n.reason));
         }
         s
     }
 }
 
-/// Why one report is (or is not) ready for `cand` at `now`.
-fn judge(seen: &Seen, cand: &Candidate, rule: &Rule, now: i64) -> (bool, String) {
-    let r = &seen.report;
-    if let Some(why) = seen.untrusted() {
-        return (false, format!("untrusted report, not counted: {why}"));
-    }
-    let stale = rule.stale.as_secs() as i64;
-    if is_stale(r, now, stale) {
-        let ago = age(&r.reported_at, now).map(human).unwrap_or_else(|| "an unreadable time".into());
-        return (false, format!("stale: last report {ago} ago (reports older than {} are stale; is its agent running?)", human(stale)));
-    }
-    if r.applied_digest.as_deref() != Some(cand.digest.as_str()) {
-        let failed = r.last_attempt.as_ref().filter(|a| a.digest.as_deref() == Some(cand.digest.as_str()) && a.result != "Applied");
-        let why = failed.map(|a| format!("; its last attempt on it: {} {}", a.result, a.reason)).unwrap_or_default();
-        return match (r.applied_sequence, &r.applied_digest) {
-            (Some(s), Some(d)) if s < cand.sequence => (false, format!("behind: runs sequence {s} ({}), not {}{why}", short_digest(d), cand.sequence)),
-            (Some(s), Some(d)) => (false, format!("runs sequence {s} ({}), not {} ({}){why}", short_digest(d), cand.sequence, short_digest(&cand.digest))),
-            _ => (false, format!("nothing applied yet{why}")),
-        };
-    }
-    if let Some(a) = r.last_attempt.as_ref().filter(|a| a.digest.as_deref() == Some(cand.digest.as_str()) && matches!(a.result.as_str(), "Failed" | "Rejected")) {
-        return (false, format!("last attempt {}: {}", a.result, a.reason));
-    }
-    let since = r.health_since.as_deref().and_then(|s| age(s, now));
-    if r.health != ReportHealth::Healthy {
-        let mut why = format!("{}{}", r.health, since.map(|s| format!(" for {}", human(s))).unwrap_or_default());
-        let failing: Vec<String> = r.failing.iter().take(3).map(|f| format!("{} {}: {}", f.object.kind, object_name(f), f.message)).collect();
-        if !failing.is_empty() {
-            why.push_str(&format!(": {}", failing.join("; ")));
-        }
-        return (false, why);
-    }
-    let soak = rule.soak.as_secs() as i64;
-    match since {
-        Some(s) if s >= soak => (true, format!("Healthy for {}", human(s))),
-        Some(s) => (false, format!("soaking: Healthy for {} of the {} soak", human(s), human(soak))),
-        None => (false, "Healthy, but the report says since when (healthSince) nowhere".into()),
-    }
-}
-
-fn object_name(f: &drover_proto::report::FailingObject) -> String {
-    match &f.object.namespace {
-        Some(ns) => format!("{ns}/{}", f.object.name),
-        None => f.object.name.clone(),
-    }
-}
-
-/// Evaluates the gate for `cand` over `reports` at `now` (Unix seconds).
-pub fn evaluate(reports: &[Seen], cand: &Candidate, rule: &Rule, now: i64) -> Verdict {
-    let mut details: Vec<ClusterVerdict> = reports
+/// Evaluates the gate for `cand` over what was read (`membership`: the declared clusters)
+/// at `now` (Unix seconds).
+pub fn evaluate(reading: &Reading, membership: Option<&Membership>, cand: &Candidate, rule: &Rule, now: i64) -> Verdict {
+    let group = cand.group();
+    let target = Target { digest: cand.digest.clone(), sequence: cand.sequence };
+    let declared_in = membership.map(|m| m.file.clone());
+    let all = slots(reading, membership, &group);
+    let clusters = all.len();
+    let mut details: Vec<ClusterVerdict> = all
         .iter()
-        .filter(|s| s.report.cluster_type == cand.cluster_type && s.report.environment == cand.environment && s.report.channel == cand.channel)
+        .filter(|s| !matches!(s.known, Known::Untrusted(None)))
         .map(|s| {
-            let (ready, reason) = judge(s, cand, rule, now);
-            ClusterVerdict { cluster_name: s.report.cluster_name.clone(), ready, reason }
+            let classification = classify(s.known, &group, declared_in.as_deref(), Some(&target), &rule.bar(), now);
+            ClusterVerdict { cluster_name: s.cluster_name.to_string(), ready: classification.ready(), classification }
         })
         .collect();
     details.sort_by(|a, b| a.ready.cmp(&b.ready).then_with(|| a.cluster_name.cmp(&b.cluster_name)));
-    let clusters = details.len();
     let ready = details.iter().filter(|d| d.ready).count();
     let by_percent = ((rule.percent / 100.0) * clusters as f64 - 1e-9).ceil().max(0.0) as usize;
     let required = by_percent.max(rule.min_clusters);
-    Verdict { passed: ready >= required, candidate: cand.clone(), clusters, ready, required, details }
+    let not_counted = match membership {
+        Some(_) => reading
+            .untrusted
+            .iter()
+            .filter(|(_, g)| **g == group)
+            .filter_map(|(tag, _)| reading.why.get(tag).map(|why| NotCounted { cluster: tag.clone(), reason: why.clone() }))
+            .collect(),
+        None => Vec::new(),
+    };
+    Verdict { passed: ready >= required, candidate: cand.clone(), declared_in, clusters, ready, required, details, not_counted }
 }
 
 /// Parses `--require-healthy`: `100%`, `90%` or `90` (percent of the channel's clusters).
@@ -189,8 +201,9 @@ pub fn parse_percent(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drover_proto::report::roster::Standing;
-    use drover_proto::report::{LastAttempt, Report, SCHEMA_VERSION};
+    use crate::fleet::classify::Class;
+    use crate::fleet::members::Member;
+    use drover_proto::report::{LastAttempt, Report, ReportHealth, SCHEMA_VERSION};
 
     const NOW: i64 = 1_800_000_000;
 
@@ -214,15 +227,24 @@ mod tests {
             failing: vec![],
             held: None,
             drifted_objects: None,
+            rolled_back: None,
             agent_version: "t".into(),
             reported_at: at(10),
         }
     }
 
-    /// The gate over `rs`, every report trusted.
+    /// What was read: `rs` all trusted.
+    fn reading(rs: &[Report]) -> Reading {
+        let mut r = Reading::default();
+        for x in rs {
+            r.trusted.insert(x.tag(), x.clone());
+        }
+        r
+    }
+
+    /// The gate over `rs`, every report trusted, membership from the reports.
     fn ev(rs: &[Report], cand: &Candidate, rule: &Rule, now: i64) -> Verdict {
-        let seen: Vec<Seen> = rs.iter().map(|r| Seen { report: r.clone(), standing: Standing::Trusted }).collect();
-        evaluate(&seen, cand, rule, now)
+        evaluate(&reading(rs), None, cand, rule, now)
     }
 
     fn cand() -> Candidate {
@@ -233,6 +255,10 @@ mod tests {
         Rule { percent, min_clusters: min, soak: Duration::from_secs(soak), stale: Duration::from_secs(900) }
     }
 
+    fn reason(v: &Verdict) -> &str {
+        &v.details[0].classification.reason
+    }
+
     #[test]
     fn every_cluster_must_be_ready_at_100_percent() {
         let mut rs = vec![report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600), report("b", "sha256:d2", 2, ReportHealth::Healthy, 3600)];
@@ -241,7 +267,8 @@ mod tests {
         let v = ev(&rs, &cand(), &rule(100.0, 1, 900), NOW);
         assert!(!v.passed);
         assert_eq!((v.ready, v.required, v.details[0].cluster_name.as_str()), (2, 3, "c"));
-        assert!(v.details[0].reason.starts_with("behind: runs sequence 1"), "{}", v.details[0].reason);
+        assert!(reason(&v).starts_with("behind: runs sequence 1"), "{}", reason(&v));
+        assert_eq!(v.details[0].classification.class, Class::Behind);
         assert!(ev(&rs, &cand(), &rule(66.0, 1, 900), NOW).passed, "2 of 3 is enough at 66%");
         assert!(!ev(&rs, &cand(), &rule(66.0, 3, 900), NOW).passed, "--min-clusters 3");
     }
@@ -250,15 +277,18 @@ mod tests {
     fn soak_staleness_health_and_failures_hold_back() {
         let young = report("a", "sha256:d2", 2, ReportHealth::Healthy, 60);
         let v = ev(&[young], &cand(), &rule(100.0, 1, 900), NOW);
-        assert!(!v.passed && v.details[0].reason.starts_with("soaking: Healthy for 1m"), "{:?}", v.details);
+        assert!(!v.passed && reason(&v).starts_with("soaking: Healthy for 1m"), "{:?}", v.details);
         let mut old = report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600);
         old.reported_at = at(3600);
-        assert!(ev(&[old], &cand(), &rule(100.0, 1, 900), NOW).details[0].reason.starts_with("stale"));
+        assert!(reason(&ev(&[old], &cand(), &rule(100.0, 1, 900), NOW)).starts_with("stale"));
         let sick = report("a", "sha256:d2", 2, ReportHealth::Degraded, 3600);
-        assert!(ev(&[sick], &cand(), &rule(100.0, 1, 0), NOW).details[0].reason.starts_with("Degraded for 1h"));
+        assert!(reason(&ev(&[sick], &cand(), &rule(100.0, 1, 0), NOW)).starts_with("Degraded for 1h"));
         let mut failed = report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600);
         failed.last_attempt.as_mut().unwrap().result = "Failed".into();
-        assert!(ev(&[failed], &cand(), &rule(100.0, 1, 0), NOW).details[0].reason.starts_with("last attempt Failed"));
+        failed.last_attempt.as_mut().unwrap().reason = "boom".into();
+        let v = ev(&[failed], &cand(), &rule(100.0, 1, 0), NOW);
+        assert!(reason(&v).starts_with("last attempt Failed"));
+        assert_eq!((v.details[0].classification.last_result.as_deref(), v.details[0].classification.last_reason.as_deref()), (Some("Failed"), Some("boom")));
         let v = ev(&[], &cand(), &rule(100.0, 1, 0), NOW);
         assert!(!v.passed && v.describe().contains("no cluster following prod-ring0 has reported"));
         let other = Report { channel: "prod-ring1".into(), ..report("z", "sha256:d2", 2, ReportHealth::Healthy, 3600) };
@@ -267,11 +297,36 @@ mod tests {
 
     #[test]
     fn an_untrusted_report_holds_the_gate_back_by_name() {
-        let forged = Seen { report: report("x", "sha256:d2", 2, ReportHealth::Healthy, 3600), standing: Standing::Untrusted("unsigned".into()) };
-        let good = Seen { report: report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600), standing: Standing::Trusted };
-        let v = evaluate(&[forged, good], &cand(), &rule(100.0, 1, 0), NOW);
+        let mut r = reading(&[report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600)]);
+        r.untrusted.insert("edge.x".into(), cand().group());
+        r.why.insert("edge.x".into(), "unsigned".into());
+        let v = evaluate(&r, None, &cand(), &rule(100.0, 1, 0), NOW);
         assert!(!v.passed && v.ready == 1 && v.clusters == 2, "{v:?}");
         assert!(v.describe().contains("edge.x: untrusted report, not counted: unsigned"), "{}", v.describe());
+    }
+
+    #[test]
+    fn with_declared_membership_the_declared_set_decides() {
+        let member = |n: &str, ch: &str| Member {
+            tag: format!("edge.{n}"),
+            cluster_name: n.into(),
+            group: Group { environment: "prod".into(), cluster_type: "edge".into(), channel: ch.into() },
+            report_key: "k".repeat(64),
+        };
+        let m = Membership::new("fleet.yaml", vec![member("a", "prod-ring0"), member("b", "prod-ring0"), member("c", "prod-ring0"), member("z", "prod-ring1")]);
+        let mut r = reading(&[report("a", "sha256:d2", 2, ReportHealth::Healthy, 3600)]);
+        r.declared_untrusted.insert("edge.b".into(), "unsigned".into());
+        // c never reported; a relabelled report of c claims prod-ring9; x is not declared.
+        r.trusted.insert("edge.z".into(), Report { channel: "prod-ring0".into(), ..report("z", "sha256:d2", 2, ReportHealth::Healthy, 3600) });
+        r.untrusted.insert("edge.x".into(), cand().group());
+        r.why.insert("edge.x".into(), "not declared in fleet.yaml".into());
+        let v = evaluate(&r, Some(&m), &cand(), &rule(100.0, 1, 0), NOW);
+        assert_eq!((v.clusters, v.ready, v.passed), (3, 1, false), "{v:#?}");
+        let class = |n: &str| v.details.iter().find(|d| d.cluster_name == n).unwrap().classification.class;
+        assert_eq!((class("b"), class("c")), (Class::Untrusted, Class::Missing));
+        assert!(v.describe().contains("edge.c: missing: no report"), "{}", v.describe());
+        assert!(v.describe().contains("not counted: edge.x: not declared"), "{}", v.describe());
+        assert!(!v.describe().contains("edge.z"), "z is declared on prod-ring1: {}", v.describe());
     }
 
     #[test]

@@ -69,7 +69,7 @@ impl CommandRenderer {
         };
         let version_command = spec.version_command.unwrap_or_default();
         if version_command.first().is_some_and(|p| p.trim().is_empty()) {
-            return Err("spec.render.versionCommand must name a program, e.g. [helm, version, --short]".into());
+            return Err("spec.render.versionCommand must name a program, e.g. `[helm, version, --short]`".into());
         }
         Ok(CommandRenderer { command: spec.command, timeout, version_command })
     }

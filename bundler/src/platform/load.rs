@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::model::{
-    ClusterTypeDoc, EnvironmentDoc, FleetDoc, OverrideDoc, WorkloadDoc, API_VERSION,
-};
+use super::model::{ClusterTypeDoc, EnvironmentDoc, OverrideDoc, WorkloadDoc, API_VERSION};
 use super::command::CommandRenderer;
+use super::membership::valid_name;
 use super::selector::LabelSelector;
 use super::template::{self, template_error};
 use super::error::PlatformError;
@@ -38,6 +37,10 @@ pub struct ClusterType {
     pub labels: BTreeMap<String, String>,
     /// Its values level.
     pub level: Level,
+    /// Its health rules (`healthChecks`), checked.
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
+    /// Its file (for messages).
+    pub file: String,
 }
 
 /// A workload: where it goes, its defaults and its templates.
@@ -62,6 +65,8 @@ pub struct Workload {
     pub dir: PathBuf,
     /// `workload.yaml` display path.
     pub file: String,
+    /// Its health rules (`spec.healthChecks`), checked.
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// A loaded, validated platform definition.
@@ -72,6 +77,10 @@ pub struct Platform {
     pub environments: Vec<String>,
     /// Extra cluster-scoped kinds from `fleet.yaml`.
     pub cluster_scoped_kinds: Vec<String>,
+    /// `fleet.yaml` `spec.healthChecks`, checked.
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
+    /// `fleet.yaml` display path.
+    pub fleet_file: String,
     /// Cluster types by name.
     pub cluster_types: BTreeMap<String, ClusterType>,
     /// Environment values by environment.
@@ -90,14 +99,6 @@ fn err(path: &str, message: impl Into<String>) -> PlatformError {
     PlatformError::File { path: path.to_string(), message: message.into() }
 }
 
-/// A DNS-1123 label: what cluster type, environment and workload names must be.
-pub fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
 
 fn check_name(path: &str, what: &str, name: &str) -> Result<(), PlatformError> {
     if valid_name(name) {
@@ -225,18 +226,8 @@ impl Platform {
             return Err(err(&root.display().to_string(), "not a directory (expected a platform with fleet.yaml)"));
         }
         let (fleet_path, text) = read_text(root, "fleet.yaml")?;
-        let fleet: FleetDoc = parse_doc(&fleet_path, &text)?;
-        check_header(&fleet_path, &fleet.api_version, &fleet.kind, "Fleet")?;
+        let fleet = super::membership::parse(&fleet_path, &text)?;
         let environments = fleet.spec.environments.clone();
-        if environments.is_empty() {
-            return Err(err(&fleet_path, "spec.environments is empty; list the environments in promotion order, e.g. [dev, staging, prod]"));
-        }
-        for (i, e) in environments.iter().enumerate() {
-            check_name(&fleet_path, "environment", e)?;
-            if environments[..i].contains(e) {
-                return Err(err(&fleet_path, format!("spec.environments lists {e:?} twice")));
-            }
-        }
 
         let mut env = template::environment().map_err(|e| err(&fleet_path, e.to_string()))?;
 
@@ -257,11 +248,14 @@ impl Platform {
                 }
             }
             let level = level(&path, doc.values, doc.workloads)?;
-            cluster_types.insert(name.clone(), ClusterType { name, labels: doc.metadata.labels, level });
+            let health_checks = super::health::checked(&path, "healthChecks", doc.health_checks)?;
+            cluster_types.insert(name.clone(), ClusterType { name, labels: doc.metadata.labels, level, health_checks, file: path });
         }
         if cluster_types.is_empty() {
             return Err(err(&root.join("cluster-types").display().to_string(), "no cluster types (add cluster-types/<name>.yaml with kind: ClusterType)"));
         }
+        let type_names = cluster_types.keys().cloned().collect();
+        super::membership::check_clusters(&fleet_path, &fleet.spec.clusters, &environments, &type_names)?;
 
         // Environments: one file per environment of fleet.yaml, no others.
         let mut environment_levels = BTreeMap::new();
@@ -348,6 +342,7 @@ impl Platform {
                 }
             }
             let defaults = as_map(&path, "values", doc.values)?;
+            let health_checks = super::health::checked(&path, "spec.healthChecks", doc.spec.health_checks)?;
             let command = doc.spec.render.map(CommandRenderer::from_spec).transpose().map_err(|m| err(&path, m))?;
             let mut templates = Vec::new();
             let tdir = format!("workloads/{w}/templates");
@@ -380,6 +375,7 @@ impl Platform {
                     templates,
                     command,
                     file: path,
+                    health_checks,
                 },
             );
         }
@@ -398,6 +394,8 @@ impl Platform {
             root: root.to_path_buf(),
             environments,
             cluster_scoped_kinds: fleet.spec.cluster_scoped_kinds,
+            health_checks: super::health::checked(&fleet_path, "spec.healthChecks", fleet.spec.health_checks)?,
+            fleet_file: fleet_path,
             cluster_types,
             environment_levels,
             overrides,

@@ -5,7 +5,10 @@
 pub mod command;
 pub mod error;
 pub mod exec;
+pub mod fleetedit;
+pub mod health;
 pub mod load;
+pub mod membership;
 pub mod model;
 pub mod render;
 pub mod selector;

@@ -51,6 +51,28 @@ pub struct FleetSpec {
     /// Extra kinds to treat as cluster-scoped (besides the built-in table and CRDs).
     #[serde(default)]
     pub cluster_scoped_kinds: Vec<String>,
+    /// Declared membership: every cluster of the fleet, reviewed like the rest of the
+    /// platform (docs/fleet.md, "Declared membership"; checked by
+    /// `super::membership::check_clusters`).
+    #[serde(default)]
+    pub clusters: Vec<ClusterEntry>,
+    /// Health rules in CEL for every cluster type's bundle (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
+}
+
+/// `fleet.yaml` `spec.clusters[]`: one declared cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterEntry {
+    /// `TYPE.NAME`, as its report tag.
+    pub name: String,
+    /// The environment its agent expects.
+    pub environment: String,
+    /// The channel (tag) its agent follows.
+    pub channel: String,
+    /// The full SHA-256 fingerprint of its report key (64 hex digits).
+    pub report_key: String,
 }
 
 /// `cluster-types/<name>.yaml`.
@@ -69,6 +91,9 @@ pub struct ClusterTypeDoc {
     /// Values for one workload each.
     #[serde(default)]
     pub workloads: BTreeMap<String, Value>,
+    /// Health rules in CEL for this cluster type's bundles (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `environments/<env>.yaml`.
@@ -143,6 +168,9 @@ pub struct WorkloadSpec {
     /// renderer").
     #[serde(default)]
     pub render: Option<RenderSpec>,
+    /// Health rules in CEL for the bundles this workload is in (docs/platform.md).
+    #[serde(default)]
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// `workload.yaml` `spec.render`: the command that renders the workload.

@@ -14,7 +14,7 @@ use super::error::PlatformError;
 use super::exec::stderr_block;
 use super::load::{ClusterType, Platform, Workload};
 use super::template::template_error;
-use crate::input::{Collector, InputLimits};
+use crate::input::{Collector, InputLimits, ScopeSource};
 pub use crate::parallel::par_map;
 
 /// The rendered objects of one cluster type.
@@ -31,6 +31,9 @@ pub struct RenderedType {
     /// How each assigned workload was rendered, when a command rendered any of them (empty
     /// otherwise: see `BundleConfig::workloads`).
     pub provenance: Vec<WorkloadProvenance>,
+    /// Health rules for its bundle (fleet, cluster type, assigned workloads; see
+    /// [`super::health::compose`]).
+    pub health_checks: Vec<drover_proto::health::HealthRule>,
 }
 
 /// An input error, plus (for YAML errors) the rendered line it points at.
@@ -127,7 +130,7 @@ impl Platform {
                 }
             }
         }
-        let mut collector = Collector::new(&self.cluster_scoped_kinds);
+        let mut collector = Collector::new(&self.cluster_scoped_kinds, ScopeSource::Platform);
         let mut owners: HashMap<String, (&str, &str)> = HashMap::new();
         for w in &assigned {
             let values = self.values(env, t, w);
@@ -179,6 +182,9 @@ impl Platform {
         } else {
             Vec::new()
         };
-        Ok(RenderedType { name: t.name.clone(), workloads: assigned.iter().map(|w| w.name.clone()).collect(), objects, warnings, provenance })
+        use super::health::{compose, Layer};
+        let layers: Vec<Layer<'_>> = assigned.iter().map(|w| Layer { file: &w.file, rules: &w.health_checks }).collect();
+        let health_checks = compose(Layer { file: &self.fleet_file, rules: &self.health_checks }, Layer { file: &t.file, rules: &t.health_checks }, &layers).map_err(within)?;
+        Ok(RenderedType { name: t.name.clone(), workloads: assigned.iter().map(|w| w.name.clone()).collect(), objects, warnings, provenance, health_checks })
     }
 }

@@ -8,6 +8,12 @@
 //! statements, the fleet roster), channel tags (the first tag written stores the manifest;
 //! see [`super::write`]). Signed documents are verified like bundles; fleet reports are
 //! carried as they are (readers judge them against the roster).
+//!
+//! Never lower, everywhere: a channel statement or the roster is never replaced by one of
+//! a lower sequence than the destination holds (refused, named, nothing imported; for a
+//! statement `allow_downgrade` restores it with its channel), and a report never by an
+//! older one (kept, said so): a truncated old archive cannot put an old placement, a
+//! revoked cluster or an old health back ([`document_action`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +24,11 @@ use crate::manifest::{Descriptor, Manifest};
 use crate::repo::{FetchLimits, Repo};
 use crate::trust::{self, sigmanifest, TrustPolicy};
 
+use crate::report::{self, roster::{self, Roster}};
+use crate::signed::{self, Found};
+
 use super::history::{self, Holding};
+use super::statement::{self, Statement};
 use super::{never_lower, parse_history_tag, write as order, ChannelError, Position};
 
 /// One manifest of the archive, as named in its index (`<repository>:<tag>`).
@@ -52,6 +62,8 @@ pub enum Action {
     Downgraded,
     /// Nothing written: every signature layer was dropped.
     Dropped,
+    /// Nothing written: the destination holds a newer report of that cluster.
+    Older,
 }
 
 /// The decision for one item.
@@ -148,10 +160,9 @@ pub async fn check(src: &Repo, dst: &Repo, items: Vec<Item>, policy: Option<&Tru
                 if is_document(&item.manifest) {
                     history.insert(i);
                 }
-                if existing.contains(&item.tag) && dst.resolve(&item.tag).await?.as_deref() == Some(item.digest.as_str()) {
-                    Action::Unchanged
-                } else {
-                    Action::Pushed
+                match existing.contains(&item.tag) {
+                    true => document_action(src, dst, item, policy, allow_downgrade).await?,
+                    false => Action::Pushed,
                 }
             }
             None => {
@@ -186,6 +197,72 @@ fn is_report(m: &Manifest) -> bool {
 /// True for a signed document: a channel statement or the fleet roster.
 fn is_document(m: &Manifest) -> bool {
     matches!(m.artifact_type.as_deref(), Some(crate::media::STATEMENT_ARTIFACT_TYPE | crate::media::ROSTER_ARTIFACT_TYPE))
+}
+
+/// What a signed document or a report does to the destination tag it is headed for: never
+/// lower. A channel statement or the roster of a lower sequence than the destination's
+/// (trusted, with a policy; as written, without) is refused, naming both; one of the same
+/// sequence must say the same (a statement: the same bundle; the roster: the same
+/// document). A report older than the destination's is not written ([`Action::Older`]).
+async fn document_action(src: &Repo, dst: &Repo, item: &Item, policy: Option<&TrustPolicy>, allow_downgrade: bool) -> Result<Action, ChannelError> {
+    let name = dst.describe(&item.tag);
+    let Some(current) = dst.resolve(&item.tag).await? else { return Ok(Action::Pushed) };
+    if current == item.digest {
+        return Ok(Action::Unchanged);
+    }
+    if is_report(&item.manifest) {
+        let time = |r: Option<report::store::Received>| r.and_then(|r| crate::time::parse_rfc3339(&r.report.reported_at).ok());
+        let held = time(report::store::read(dst, &item.tag).await.unwrap_or(None));
+        let carried = time(report::store::read(src, &item.tag).await.unwrap_or(None));
+        return Ok(match (held, carried) {
+            (Some(h), Some(c)) if c < h => Action::Older,
+            _ => Action::Pushed,
+        });
+    }
+    let (kind, what) = match item.manifest.artifact_type.as_deref() {
+        Some(crate::media::ROSTER_ARTIFACT_TYPE) => (&roster::KIND, "roster"),
+        _ => (&statement::KIND, "statement"),
+    };
+    let held = match policy {
+        Some(p) => match signed::read(dst, kind, &item.tag, p).await? {
+            Found::Trusted(doc) => Some(doc.bytes),
+            // What does not verify sets no floor: it is replaced.
+            _ => None,
+        },
+        None => signed::read_unverified(dst, kind, &item.tag).await?.map(|(_, b)| b),
+    };
+    let Some(held) = held else { return Ok(Action::Pushed) };
+    let (_, carried) = signed::read_unverified(src, kind, &item.tag)
+        .await?
+        .ok_or_else(|| ChannelError::Refused(format!("{}: not a readable {}", src.describe(&item.tag), kind.name)))?;
+    // (sequence, what must be equal at the same sequence)
+    let claim = |bytes: &[u8]| -> Result<(u64, String), String> {
+        match what {
+            "roster" => Roster::from_slice(bytes).map(|r| (r.sequence, crate::digest::sha256_digest(bytes))),
+            _ => Statement::from_slice(bytes).map(|s| (s.sequence, s.digest)),
+        }
+    };
+    let (held_seq, held_claim) = claim(&held).map_err(|e| ChannelError::Refused(format!("{name}: {e}")))?;
+    let (seq, carried_claim) = claim(&carried).map_err(|e| ChannelError::Refused(format!("{}: {e}", src.describe(&item.tag))))?;
+    if seq > held_seq || (seq == held_seq && carried_claim == held_claim) {
+        return Ok(Action::Pushed);
+    }
+    if seq < held_seq && what == "statement" && allow_downgrade {
+        return Ok(Action::Downgraded);
+    }
+    let how = if seq < held_seq { "a lower" } else { "the same" };
+    let restore = if what == "statement" && seq < held_seq {
+        " If this archive is a deliberate restore of older content, import it with --allow-downgrade"
+    } else {
+        ""
+    };
+    Err(ChannelError::Refused(format!(
+        "refusing to replace {name} (sequence {held_seq}) with the {} of {} ({}, sequence {seq}, {how} sequence{}): a signed document never goes back. Nothing was imported.{restore}",
+        kind.name,
+        src.describe(&item.tag),
+        item.digest,
+        if seq == held_seq { " with other content" } else { "" }
+    )))
 }
 
 /// The bundle config of an archive item.

@@ -42,7 +42,7 @@ use crate::trust::TrustError;
 pub const MAX_SEQUENCE: u64 = 1 << 53;
 
 /// Where a channel (or a candidate for it) stands: a bundle digest and its signed sequence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Position {
     /// The bundle's manifest digest.
@@ -64,7 +64,7 @@ pub enum Move {
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
     /// A sequence above [`MAX_SEQUENCE`] (or one that would overflow).
-    #[error("{what}: sequence {sequence} is implausible (the limit is 2^53 = {MAX_SEQUENCE}); sequences are Unix seconds or small counters. A bundle claiming it is not one drover published: delete that tag, or republish with a sane --sequence")]
+    #[error("{what}: sequence {sequence} is implausible (the limit is 2^53 = {MAX_SEQUENCE}); sequences are Unix seconds or small counters. A bundle claiming it is not one drover published: delete that tag, or republish with a sane sequence (`drover publish`, or `drover push DIR REF --sequence N`)")]
     Implausible {
         /// What carried the sequence.
         what: String,
@@ -72,7 +72,7 @@ pub enum ChannelError {
         sequence: u64,
     },
     /// Moving the channel would lower its sequence (or replace a bundle of the same sequence).
-    #[error("refusing to move {channel}: it holds sequence {} ({}), {}", current.sequence, current.digest, lower_reason(current, candidate))]
+    #[error("refusing to move {channel}: it holds sequence {} ({}), {}", current.sequence, current.digest, lower_reason(channel, current, candidate))]
     Lower {
         /// The channel (reference text).
         channel: String,
@@ -93,7 +93,7 @@ pub enum ChannelError {
         candidate: Position,
     },
     /// A history tag already names another bundle (history tags are immutable).
-    #[error("{tag} already holds {existing}; history tags are immutable: publish {wanted} with a higher --sequence")]
+    #[error("{tag} already holds {existing}; history tags are immutable: publish {wanted} with a higher sequence (`drover push DIR REF --sequence N`)")]
     HistoryTaken {
         /// The history tag (reference text).
         tag: String,
@@ -122,7 +122,7 @@ pub enum ChannelError {
     Store(#[from] StoreError),
 }
 
-fn lower_reason(current: &Position, candidate: &Position) -> String {
+fn lower_reason(channel: &str, current: &Position, candidate: &Position) -> String {
     if candidate.sequence == current.sequence {
         format!(
             "and {} is a different bundle with the same sequence; every publish needs a higher sequence",
@@ -130,8 +130,10 @@ fn lower_reason(current: &Position, candidate: &Position) -> String {
         )
     } else {
         format!(
-            "and {} has the lower sequence {}, which would be a rollback; use `drover rollback CHANNEL --to {} --key KEY` to re-publish old content with a new, higher sequence",
-            candidate.digest, candidate.sequence, candidate.digest
+            "and {} has the lower sequence {}, which would be a rollback; to re-publish old content with a new, higher sequence: {}",
+            candidate.digest,
+            candidate.sequence,
+            crate::hint::rollback(channel, &candidate.digest)
         )
     }
 }

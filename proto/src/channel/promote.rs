@@ -6,7 +6,9 @@
 //! The placement is signed: the destination channel's statement ([`super::statement`]) is
 //! written with the promoter's key before the tag moves (also when the tag already names
 //! the bundle: that is how a channel without a statement is migrated). A source channel
-//! whose signed statement names another bundle was moved by someone else: refused.
+//! whose signed statement names another bundle was moved by someone else: refused; so is
+//! one without a statement that counts (deleted, or never written: a channel moved before
+//! statements existed), unless the caller migrates it deliberately ([`Unplaced::Migrate`]).
 
 use serde::Serialize;
 
@@ -17,7 +19,7 @@ use crate::repo::{FetchLimits, Repo};
 use crate::trust::{self, sigmanifest, TrustPolicy, Verification};
 
 use super::history::{self, Head, Holding};
-use super::statement::{self, Placement};
+use super::statement::{self, Placement, MIGRATE_FLAG};
 use super::{never_lower, write, ChannelError, Move, Position};
 
 /// What a promote did.
@@ -28,6 +30,15 @@ pub struct Promoted {
     pub digest: String,
     /// Its sequence.
     pub sequence: u64,
+    /// The agent version it needs (its config's `minAgentVersion`), when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_agent_version: Option<String>,
+    /// Its cluster type (from its signed config).
+    #[serde(skip)]
+    pub cluster_type: String,
+    /// Its environment (from its signed config).
+    #[serde(skip)]
+    pub environment: String,
     /// What the destination held before, when it verified.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous: Option<Position>,
@@ -45,9 +56,20 @@ pub struct Promoted {
     /// The destination channel's statement, signed with the promoter's key.
     pub statement: write::Placed,
     /// Why the source channel's placement was not checked (it has no statement that
-    /// counts: a channel not migrated yet), when it was not.
+    /// counts, and the promote was asked to migrate it: [`Unplaced::Migrate`]), when it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_unplaced: Option<String>,
+}
+
+/// What to do with a source channel that has no statement that counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unplaced {
+    /// Refuse (the default): a deleted statement must not turn a bundle that only ever
+    /// sat on that channel into one that may move on.
+    Refuse,
+    /// Promote anyway, saying so: migrating a channel last moved before channel
+    /// statements existed (`drover promote --migrate-unplaced-source`).
+    Migrate,
 }
 
 /// Verifies `lookup` in `src` against `policy` and returns it (refused when it does not verify).
@@ -65,11 +87,12 @@ pub async fn verified_source(src: &Repo, lookup: &str, policy: &TrustPolicy) -> 
 }
 
 /// Checks that the source channel `lookup` of `src` places `head` there with a statement
-/// that counts. `Ok(None)`: it does; `Ok(Some(why))`: it has none that counts (a channel
-/// not migrated yet; the promote goes ahead, said so); refused when a signed statement
-/// places another bundle there (the tag was moved by someone else). A digest or a history
-/// tag of the bundle needs no statement.
-pub async fn source_placement(src: &Repo, lookup: &str, head: &Head, policy: &TrustPolicy) -> Result<Option<String>, ChannelError> {
+/// that counts. `Ok(None)`: it does; refused when a signed statement places another bundle
+/// there (the tag was moved by someone else), and when there is no statement that counts
+/// (missing, deleted, unsigned) unless `unplaced` is [`Unplaced::Migrate`]: then
+/// `Ok(Some(why))` and the promote goes ahead, said so. A digest or a history tag of the
+/// bundle needs no statement.
+pub async fn source_placement(src: &Repo, lookup: &str, head: &Head, policy: &TrustPolicy, unplaced: Unplaced) -> Result<Option<String>, ChannelError> {
     if is_valid_digest(lookup) || statement::self_certifying(lookup, &head.config.environment, head.config.sequence) {
         return Ok(None);
     }
@@ -77,19 +100,33 @@ pub async fn source_placement(src: &Repo, lookup: &str, head: &Head, policy: &Tr
     match (&placement, statement::check(&placement, src, lookup, &head.digest, head.config.sequence)) {
         (_, Ok(_)) => Ok(None),
         (Placement::Trusted { .. }, Err(why)) => Err(ChannelError::Refused(format!("refusing to promote from a channel moved without a statement: {why}"))),
-        (_, Err(why)) => Ok(Some(why)),
+        (_, Err(why)) if unplaced == Unplaced::Migrate => Ok(Some(why)),
+        (Placement::Missing { reference } | Placement::Untrusted { reference, .. }, Err(why)) => Err(ChannelError::Refused(format!(
+            "refusing to promote {}: its channel has no statement that counts ({reference}): {why}. \
+             Nothing is promoted from a channel whose placement nobody signed (a deleted statement must not let a bundle move on). \
+             If this channel last moved before channel statements existed, check what its tag names, then migrate it once with {MIGRATE_FLAG}",
+            src.describe(lookup)
+        ))),
     }
 }
 
 /// Points `dst_tag` in `dst` at the bundle `src_lookup` names in `src`, after it verified,
 /// with the destination channel's statement signed by `key`.
-pub async fn promote(src: &Repo, src_lookup: &str, dst: &Repo, dst_tag: &str, policy: &TrustPolicy, key: &PrivateKey) -> Result<Promoted, ChannelError> {
+pub async fn promote(
+    src: &Repo,
+    src_lookup: &str,
+    dst: &Repo,
+    dst_tag: &str,
+    policy: &TrustPolicy,
+    key: &PrivateKey,
+    unplaced: Unplaced,
+) -> Result<Promoted, ChannelError> {
     if dst_tag.ends_with(".sig") {
         return Err(ChannelError::InvalidTag(format!("destination tag {dst_tag} is reserved for signatures")));
     }
     statement::tag(dst_tag)?;
     let head = verified_source(src, src_lookup, policy).await?;
-    let source_unplaced = source_placement(src, src_lookup, &head, policy).await?;
+    let source_unplaced = source_placement(src, src_lookup, &head, policy, unplaced).await?;
     let dst_name = dst.describe(dst_tag);
     let holding = history::read(dst, dst_tag, Some(policy)).await?;
     let untrusted_previous = match &holding {
@@ -130,6 +167,9 @@ pub async fn promote(src: &Repo, src_lookup: &str, dst: &Repo, dst_tag: &str, po
     Ok(Promoted {
         digest: head.digest.clone(),
         sequence: head.config.sequence,
+        min_agent_version: head.config.min_agent_version.clone(),
+        cluster_type: head.config.cluster_type.clone(),
+        environment: head.config.environment.clone(),
         previous,
         untrusted_previous,
         copied,

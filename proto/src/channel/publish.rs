@@ -113,7 +113,12 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
         _ => None,
     };
     if let (true, Some(head)) = (req.skip_unchanged, holding.trusted()) {
-        if head.layer_digest() == layer_digest && head.config.cluster_type == req.meta.cluster_type && head.config.environment == req.meta.environment {
+        if head.layer_digest() == layer_digest
+            && head.config.cluster_type == req.meta.cluster_type
+            && head.config.environment == req.meta.environment
+            && head.config.health_checks == req.meta.health_checks
+            && head.config.min_agent_version == req.meta.stamped_min_agent_version()
+        {
             return Ok(left_alone(&head.digest, head.config.sequence, head.config.objects.len()));
         }
     }
@@ -156,11 +161,16 @@ pub async fn publish(req: Request<'_>) -> Result<Published, ChannelError> {
 
 /// The channel already holds this content, judged from its verified manifest alone (no
 /// config read): the same content layer, and the signed manifest's annotations name the
-/// same cluster type and environment and a sequence. `None` when that cannot be told
-/// without the config (unsigned, another layer, annotations missing): the caller reads it.
+/// same cluster type and environment and a sequence, and neither bundle carries more than
+/// its content (health rules, a `minAgentVersion`: their manifest says so in an
+/// annotation). `None` when that cannot be told without the config (unsigned, another
+/// layer, annotations missing, rules): the caller reads it.
 fn unchanged(judged: &Judged, req: &Request<'_>, layer_digest: &str) -> Option<Published> {
     let Judged::Manifest { digest, manifest, verification: Some(_), .. } = judged else { return None };
     let ann = |k: &str| manifest.annotations.get(k).map(String::as_str);
+    if ann(media::ANN_MIN_AGENT_VERSION).is_some() || !req.meta.health_checks.is_empty() || req.meta.stamped_min_agent_version().is_some() {
+        return None;
+    }
     let same = manifest.layers.first().is_some_and(|l| l.digest == layer_digest)
         && !req.meta.cluster_type.is_empty()
         && !req.meta.environment.is_empty()

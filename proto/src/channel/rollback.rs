@@ -105,6 +105,9 @@ pub async fn rollback(
         created: None,
         allow_mass_prune: allow_mass_prune || old.config.allow_mass_prune,
         workloads: old.config.workloads.clone(),
+        // The old bundle's health rules and the agent it needed travel with its content.
+        health_checks: old.config.health_checks.clone(),
+        min_agent_version: old.config.min_agent_version.as_deref().and_then(|v| crate::compat::parse(v, "minAgentVersion").ok()),
     };
     let bundle = assemble(&objects, &meta);
     never_lower(&repo.describe(channel), current.as_ref(), &Position { digest: bundle.digest.clone(), sequence })?;

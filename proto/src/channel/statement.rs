@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::digest::is_valid_digest;
+use crate::hint;
 use crate::reference::valid_tag;
 use crate::repo::Repo;
 use crate::signed::{self, Found, Kind};
@@ -27,6 +28,10 @@ use super::{check_sequence, parse_history_tag, ChannelError};
 
 /// The schema version this code writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
+/// `drover promote`'s flag that places a channel whose tag has no statement that counts
+/// (a channel last moved before channel statements existed), named in every refusal
+/// that needs it.
+pub const MIGRATE_FLAG: &str = "--migrate-unplaced-source";
 /// A channel's statement lives at `<channel>` + this suffix.
 pub const TAG_SUFFIX: &str = ".statement";
 /// What a channel statement is, as a signed document.
@@ -75,12 +80,15 @@ impl Statement {
     /// True when the statement places `digest` with `sequence` on `channel` of a
     /// repository named `repository` (compared by its last path segment, the cluster
     /// type's repository: `drover import --to HOST/PREFIX` relocates the parent path).
+    /// A placement is bound to a repository: a statement naming none (signed into an
+    /// unnamed `oci:` layout) places nothing in a named repository, a registry's
+    /// included. Only a reader of an unnamed layout (`repository` empty) takes any.
     pub fn places(&self, repository: &str, channel: &str, digest: &str, sequence: u64) -> bool {
         let last = |r: &str| r.rsplit('/').next().unwrap_or(r).to_string();
         self.channel == channel
             && self.digest == digest
             && self.sequence == sequence
-            && (repository.is_empty() || self.repository.is_empty() || last(&self.repository) == last(repository))
+            && (repository.is_empty() || (!self.repository.is_empty() && last(&self.repository) == last(repository)))
     }
 }
 
@@ -109,12 +117,15 @@ pub enum Placement {
         /// Where it was looked for.
         reference: String,
     },
-    /// A statement that does not count: unsigned, signed by no trusted key, malformed.
+    /// A statement that does not count: unsigned, signed by too few trusted keys, malformed.
     Untrusted {
         /// Where it is.
         reference: String,
         /// Why it does not count.
         reason: String,
+        /// Distinct trusted keys whose signature verified: more than 0 means short of the
+        /// threshold (a further approver countersigns it); 0, that it must be placed again.
+        signers: usize,
     },
     /// A statement signed by the trusted keys.
     Trusted {
@@ -135,10 +146,11 @@ pub async fn read(repo: &Repo, channel: &str, policy: &TrustPolicy) -> Result<Pl
     let reference = repo.describe(&tag);
     Ok(match signed::read(repo, &KIND, &tag, policy).await? {
         Found::Missing => Placement::Missing { reference },
-        Found::Untrusted { reason, .. } | Found::Foreign { reason, .. } => Placement::Untrusted { reference, reason },
+        Found::Untrusted { reason, signers, .. } => Placement::Untrusted { reference, reason, signers },
+        Found::Foreign { reason, .. } => Placement::Untrusted { reference, reason, signers: 0 },
         Found::Trusted(doc) => match Statement::from_slice(&doc.bytes) {
             Ok(statement) => Placement::Trusted { reference, digest: doc.digest, statement, verification: Box::new(doc.verification) },
-            Err(reason) => Placement::Untrusted { reference, reason: format!("signed, but {reason}") },
+            Err(reason) => Placement::Untrusted { reference, reason: format!("signed, but {reason}"), signers: 0 },
         },
     })
 }
@@ -149,28 +161,45 @@ pub fn self_certifying(lookup: &str, environment: &str, sequence: u64) -> bool {
     !environment.is_empty() && parse_history_tag(lookup, environment) == Some(sequence)
 }
 
-/// The rule an agent (and `drover promote` for its source) applies: `Ok` when `placement`
-/// (read for `channel` of `repo`) places `digest` with `sequence` there; otherwise why not,
-/// naming the channel and what to do.
+/// The rule an agent (and `drover promote` for its source, and `drover verify`) applies:
+/// `Ok` when `placement` (read for `channel` of `repo`) places `digest` with `sequence`
+/// there; otherwise why not, naming the channel and the next step ([`crate::hint`]): the
+/// `drover sign` that countersigns a statement short of the threshold, else the `drover
+/// promote` that places exactly this digest.
 pub fn check(placement: &Placement, repo: &Repo, channel: &str, digest: &str, sequence: u64) -> Result<Statement, String> {
     let at = repo.describe(channel);
+    let place = hint::place(&repo.describe(digest), channel);
     match placement {
         Placement::Missing { reference } => Err(format!(
             "{digest} is on channel {channel} ({at}) without a signed channel statement: {reference} does not exist. \
-             A bundle is placed on a channel by drover publish, promote or rollback with --key; a tag written any other way is not followed. \
-             A channel last moved before channel statements existed needs one: `drover promote {at} {channel} --key KEY --trust-key PUB` \
+             A bundle is placed on a channel by a signed drover publish, promote or rollback; a tag written any other way is not followed. \
+             If this bundle belongs on {channel} (a channel last moved before channel statements existed, or a tag copied by hand), place it: {place}; \
+             a promote from such a channel takes {MIGRATE_FLAG} once \
              (docs/signatures.md, \"Channel statements\")"
         )),
-        Placement::Untrusted { reference, reason } => Err(format!(
-            "{digest} is on channel {channel} ({at}), but its channel statement {reference} does not count: {reason}"
+        Placement::Untrusted { reference, reason, signers } if *signers > 0 => Err(format!(
+            "{digest} is on channel {channel} ({at}), but its channel statement {reference} is signed by too few trusted keys: {reason}. \
+             A further approver countersigns it: {}",
+            hint::sign_channel(&at)
+        )),
+        Placement::Untrusted { reference, reason, .. } => Err(format!(
+            "{digest} is on channel {channel} ({at}), but its channel statement {reference} does not count: {reason}. \
+             If this bundle belongs on {channel}, place it: {place}"
         )),
         Placement::Trusted { reference, statement, .. } => {
-            if statement.places(&repo.repository_name(), channel, digest, sequence) {
+            let repository = repo.repository_name();
+            if statement.places(&repository, channel, digest, sequence) {
                 return Ok(statement.clone());
+            }
+            if statement.repository.is_empty() {
+                return Err(format!(
+                    "{digest} is on channel {channel} ({at}), but its signed channel statement {reference} names no repository (it was signed into an OCI layout), \
+                     so it places nothing in {repository}: a placement is bound to the repository it was signed for. Place it here: `drover promote SOURCE {at} --key KEY --trust-key PUB`"
+                ));
             }
             Err(format!(
                 "{digest} (sequence {sequence}) is on channel {channel} ({at}), but the signed channel statement {reference} places {} (sequence {}, {}, repository {}) there: \
-                 the tag was moved without a statement (drover promote/publish/rollback --key)",
+                 the tag was moved without a statement (drover publish, promote and rollback sign one). If this bundle belongs on {channel}, place it: {place}",
                 statement.digest, statement.sequence, statement.time, statement.repository
             ))
         }
@@ -201,6 +230,9 @@ mod tests {
         assert!(!s.places("fleet/cloud", "prod-ring1", &s.digest, 43), "another repository");
         assert!(!s.places("fleet/edge", "prod-ring0", &s.digest, 43), "another channel");
         assert!(!s.places("fleet/edge", "prod-ring1", &s.digest, 44), "another sequence");
+        let unbound = Statement { repository: String::new(), ..sample() };
+        assert!(!unbound.places("fleet/other", "prod-ring1", &s.digest, 43), "a layout's statement places nothing in a registry");
+        assert!(unbound.places("", "prod-ring1", &s.digest, 43), "an unnamed layout reads it");
         let mut bad = sample();
         bad.sequence = u64::MAX;
         assert!(Statement::from_slice(&bad.to_bytes()).is_err());

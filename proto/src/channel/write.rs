@@ -150,10 +150,8 @@ async fn place_checked(repo: &Repo, channel: &str, digest: &str, sequence: u64, 
         sequence,
         time: crate::time::now_rfc3339(),
     };
-    let doc = s.to_bytes();
-    let manifest = signed::manifest_for(&statement::KIND, &doc, &s.time);
-    let (signature, _) = Box::pin(write_checked(repo, &manifest, vec![doc], Some(key), None, &[&tag], fresh, None)).await?;
-    Ok(Placed { statement: reference, digest: sha256_digest(&manifest), new: true, signature: signature.expect("a key was given") })
+    let written = signed::write(repo, &statement::KIND, s.to_bytes(), &s.time, key, &tag, fresh).await?;
+    Ok(Placed { statement: reference, digest: written.digest, new: true, signature: written.signature })
 }
 
 /// [`write_signed`] for a bundle: its config and layer, then its manifest; each channel

@@ -105,6 +105,7 @@ type TokenSlot = Arc<tokio::sync::Mutex<Option<(HeaderValue, Instant)>>>;
 /// Everything learnt about authenticating to registries; shared by all clones of a client.
 pub(crate) struct Authorizer {
     explicit: Option<HostCredentials>,
+    how: Option<&'static str>,
     credentials: Mutex<HashMap<String, (Option<Credentials>, CredentialSource)>>,
     schemes: Mutex<HashMap<String, Scheme>>,
     gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -122,10 +123,12 @@ pub(crate) struct TokenFetch<'a> {
 }
 
 impl Authorizer {
-    /// An authorizer with the explicit credentials (if any) bound to their host.
-    pub(crate) fn new(explicit: Option<HostCredentials>) -> Self {
+    /// An authorizer with the explicit credentials (if any) bound to their host; `how`
+    /// names the program's flags for them in messages.
+    pub(crate) fn new(explicit: Option<HostCredentials>, how: Option<&'static str>) -> Self {
         Authorizer {
             explicit,
+            how,
             credentials: Mutex::default(),
             schemes: Mutex::default(),
             gates: Mutex::default(),
@@ -138,7 +141,7 @@ impl Authorizer {
         if let Some(hit) = self.credentials.lock().expect("credentials lock").get(registry) {
             return Ok(hit.clone());
         }
-        let found = credentials_for(registry, self.explicit.as_ref()).map_err(StoreError::Config)?;
+        let found = credentials_for(registry, self.explicit.as_ref(), self.how).map_err(StoreError::Config)?;
         self.credentials.lock().expect("credentials lock").insert(registry.to_string(), found.clone());
         Ok(found)
     }

@@ -21,7 +21,7 @@ pub(crate) struct Context<'a> {
 
 /// How the deadline is named in messages (the one place that says how to change it).
 pub(crate) fn timeout_hint(d: Duration) -> String {
-    format!("within {} (the registry timeout; set --registry-timeout or DROVER_REGISTRY_TIMEOUT)", humantime::format_duration(d))
+    format!("within {} (the registry timeout; set DROVER_REGISTRY_TIMEOUT, e.g. 2m)", humantime::format_duration(d))
 }
 
 /// The message for a request that got no complete answer within `d`.

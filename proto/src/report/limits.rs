@@ -25,7 +25,7 @@ const MAX_NAME: usize = 63;
 /// Longest object name or apiVersion kept (DNS subdomain).
 const MAX_LONG_NAME: usize = 253;
 /// The results an agent records.
-const RESULTS: [&str; 6] = ["Applied", "Unchanged", "Rejected", "Failed", "Held", "Waiting"];
+const RESULTS: [&str; 7] = ["Applied", "Unchanged", "Rejected", "Failed", "Held", "Waiting", "RolledBack"];
 
 /// `text` cleaned and cut to `max` characters; what was cut is noted as `field`.
 fn bound(text: &mut String, max: usize, field: &str, cut: &mut Vec<String>) {
@@ -119,6 +119,11 @@ impl Report {
             if !RESULTS.contains(&a.result.as_str()) {
                 return Err(format!("lastAttempt.result {:?} is not one of {}", clean::bounded(&a.result, 40), RESULTS.join(", ")));
             }
+        }
+        if let Some(r) = &self.rolled_back {
+            digest("rolledBack.digest", Some(&r.digest))?;
+            digest("rolledBack.toDigest", Some(&r.to_digest))?;
+            time("rolledBack.at", &r.at)?;
         }
         if let Some(h) = &self.held {
             digest("held.waitingDigest", h.waiting_digest.as_deref())?;

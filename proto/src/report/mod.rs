@@ -130,6 +130,22 @@ pub struct ReportHold {
     pub next_window: Option<String>,
 }
 
+/// A rollback in force on the cluster (`--on-degraded rollback`): the Degraded bundle it
+/// refuses, the one it put back. The report's `appliedDigest` is the one put back, so no
+/// gate passes on the refused digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportRollback {
+    /// The Degraded bundle rolled back from.
+    pub digest: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The bundle put back (the last one Healthy on the cluster).
+    pub to_digest: String,
+    /// When (RFC 3339).
+    pub at: String,
+}
+
 /// What an agent says about its cluster. Field names are part of the interface.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -172,6 +188,9 @@ pub struct Report {
     /// runs with `--drift report`); absent when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drifted_objects: Option<u64>,
+    /// Set while a rollback's refusal stands on the cluster (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<ReportRollback>,
     /// The agent's version.
     #[serde(default)]
     pub agent_version: String,
@@ -287,7 +306,8 @@ pub(crate) fn sample() -> Report {
         failing: vec![],
         held: None,
         drifted_objects: None,
-        agent_version: "0.1.0".into(),
+        rolled_back: None,
+        agent_version: "0.2.0".into(),
         reported_at: "2026-01-02T03:09:05Z".into(),
     }
 }

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::channel::{write, ChannelError};
 use crate::error::StoreError;
 use crate::keys::PrivateKey;
 use crate::media;
@@ -79,11 +78,6 @@ impl Standing {
     }
 }
 
-/// The first 12 hex digits of a key fingerprint.
-fn short(fp: &str) -> &str {
-    &fp[..fp.len().min(12)]
-}
-
 /// Why a report's times are impossible at `now` (Unix seconds), if they are.
 pub fn time_problem(r: &super::Report, now: i64) -> Option<String> {
     let ahead = |field: &str, at: &str| {
@@ -127,13 +121,14 @@ impl Roster {
         match self.clusters.get(&tag) {
             Some(fp) if fp == key.fingerprint() => Standing::Trusted,
             Some(fp) => Standing::Untrusted(format!(
-                "signed with report key {}, but the roster enrolls {} for {tag}: if its agent's key really changed, `drover fleet enroll --cluster {tag}` again",
-                short(key.fingerprint()),
-                short(fp)
+                "signed with report key {}, but the roster enrolls {fp} for {tag}: if its agent's key really changed, {} again",
+                key.fingerprint(),
+                crate::hint::enroll(crate::hint::PREFIX, &format!("{tag}={}", key.fingerprint()))
             )),
             None => Standing::Untrusted(format!(
-                "not enrolled: its report key is {}; compare it with its agent's log, then `drover fleet enroll --cluster {tag}`",
-                short(key.fingerprint())
+                "not enrolled: its report key is {}; compare it with its agent's log, then {}",
+                key.fingerprint(),
+                crate::hint::enroll(crate::hint::PREFIX, &format!("{tag}={}", key.fingerprint()))
             )),
         }
     }
@@ -155,9 +150,10 @@ impl Roster {
     }
 }
 
-/// Why `received` cannot count whatever a roster says (`None`: it is signed, within the
-/// limits and in time; whether its key is enrolled is the roster's question).
-fn prejudge(received: &Received, now: i64) -> Option<String> {
+/// Why `received` cannot count whatever a roster (or a declared membership) says
+/// (`None`: it is signed, within the limits and in time; whether its key is the cluster's
+/// is the roster's, or the Fleet file's, question).
+pub fn prejudge(received: &Received, now: i64) -> Option<String> {
     if let Some(why) = time_problem(&received.report, now) {
         return Some(why);
     }
@@ -204,14 +200,11 @@ pub async fn read(repo: &Repo, policy: &TrustPolicy) -> Result<Held, StoreError>
 }
 
 /// Writes `roster` into the reports repository `repo`, signed with `key`: document,
-/// signature, tag (the channel write order). Returns the roster manifest's digest and the
+/// signature, tag ([`signed::write`]). Returns the roster manifest's digest and the
 /// signature made.
-pub async fn write(repo: &Repo, roster: &Roster, key: &PrivateKey) -> Result<(String, SignatureInfo), ChannelError> {
-    let doc = roster.to_bytes();
-    let manifest = signed::manifest_for(&KIND, &doc, &roster.time);
-    let digest = crate::digest::sha256_digest(&manifest);
-    let signature = write::write_signed(repo, &manifest, vec![doc], Some(key), None, &[TAG]).await?.expect("a key was given");
-    Ok((digest, signature))
+pub async fn write(repo: &Repo, roster: &Roster, key: &PrivateKey) -> Result<(String, SignatureInfo), StoreError> {
+    let written = signed::write(repo, &KIND, roster.to_bytes(), &roster.time, key, TAG, false).await?;
+    Ok((written.digest, written.signature))
 }
 
 #[cfg(test)]
@@ -239,6 +232,7 @@ mod tests {
             failing: vec![],
             held: None,
             drifted_objects: None,
+            rolled_back: None,
             agent_version: "t".into(),
             reported_at: t,
         }

@@ -131,7 +131,7 @@ fn signer(annotations: &BTreeMap<String, String>, document: &[u8]) -> Signer {
     if key.verify(document, &signature) {
         Signer::Key(key)
     } else {
-        Signer::Invalid(format!("the signature does not verify with the key it names ({})", &key.fingerprint()[..12]))
+        Signer::Invalid(format!("the signature does not verify with the key it names ({})", key.fingerprint()))
     }
 }
 
@@ -195,7 +195,8 @@ pub async fn read(repo: &Repo, tag: &str) -> Result<Option<Received>, StoreError
 /// every tag but signatures and the roster; in a layout or archive every ref name under
 /// the repository's prefix (all of them for an archive opened without a name, e.g. what
 /// `drover export` wrote), skipping entries whose artifact type says they are not reports.
-async fn candidates(repo: &Repo) -> Result<Vec<(String, String)>, StoreError> {
+/// Sorted by name.
+pub async fn candidates(repo: &Repo) -> Result<Vec<(String, String)>, StoreError> {
     let report_tag = |t: &str| !t.ends_with(".sig") && t != super::ROSTER_TAG;
     let mut out: Vec<(String, String)> = match repo {
         Repo::Registry { .. } => repo.tags().await?.into_iter().filter(|t| report_tag(t)).map(|t| (t.clone(), t)).collect(),
@@ -214,41 +215,66 @@ async fn candidates(repo: &Repo) -> Result<Vec<(String, String)>, StoreError> {
     Ok(out)
 }
 
-/// Reads every report in `repo`, `concurrency` manifests at a time. Manifests that are
-/// not reports (bundles, signatures) are ignored; broken reports, and reports whose tag
-/// is not `<clusterType>.<clusterName>` of their own content, are listed in
-/// [`Loaded::unreadable`] (names and reasons cleaned: they come from the registry).
+/// One manifest of a reports repository, read: a report under its own tag, or why it is
+/// unusable (names and reasons cleaned: they come from the registry).
+pub type Outcome = Result<Received, Unreadable>;
+
+/// Reads the manifests `names` (from [`candidates`]) of `repo`, `concurrency` at a time,
+/// as they arrive (unordered: one slow answer must not hold back the requests behind it).
+/// Manifests that are not reports (bundles, signatures) are left out; broken reports, and
+/// reports whose tag is not `<clusterType>.<clusterName>` of their own content, come as
+/// [`Unreadable`]. A reader that keeps little of each report stays small however many
+/// there are ([`read_all`] keeps everything).
+pub fn read_each(repo: &Repo, names: Vec<(String, String)>, concurrency: usize) -> impl futures::Stream<Item = Outcome> + '_ {
+    use futures::StreamExt;
+    futures::stream::iter(names.into_iter().map(move |(name, lookup)| async move {
+        // In a layout the lookup is the manifest's digest: read its blob (digest-checked)
+        // instead of searching the index again for every report.
+        let fetched = match repo {
+            Repo::Layout { .. } if crate::digest::is_valid_digest(&lookup) => repo.blob(&lookup, MAX_REPORT_BYTES).await,
+            _ => repo.manifest(&lookup, MAX_REPORT_BYTES).await.map(|(bytes, _)| bytes),
+        };
+        let r = match fetched {
+            Ok(bytes) => decode(repo, &bytes).await,
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        };
+        settle(name, r)
+    }))
+    .buffer_unordered(concurrency.max(1))
+    .filter_map(|o| async move { o })
+}
+
+/// A manifest's outcome under `name`: `None` when it is not a report.
+fn settle(name: String, r: Result<Option<Received>, String>) -> Option<Outcome> {
+    // A layout ref name may be `<repository>:<tag>`: the tag is after the last ':'.
+    let tag = name.rsplit(':').next().unwrap_or(&name).to_string();
+    let name = crate::text::clean::bounded(&name, 200);
+    match r {
+        Ok(None) => None,
+        Ok(Some(received)) if received.report.tag() == tag => Some(Ok(Received { name, ..received })),
+        Ok(Some(received)) => Some(Err(Unreadable {
+            reason: format!("holds the report of {}; a report counts only under its own tag", received.report.tag()),
+            name,
+        })),
+        Err(reason) => Some(Err(Unreadable { name, reason: crate::text::clean::bounded(&reason, 400) })),
+    }
+}
+
+/// Reads every report in `repo`, `concurrency` manifests at a time, into memory, in tag
+/// order ([`read_each`] for what is left out and what is unusable).
 pub async fn read_all(repo: &Repo, concurrency: usize) -> Result<Loaded, StoreError> {
     use futures::StreamExt;
     let names = candidates(repo).await?;
-    let mut results: Vec<(String, Result<Option<Received>, String>)> =
-        futures::stream::iter(names.into_iter().map(|(name, lookup)| async move {
-            let r = match repo.manifest(&lookup, MAX_REPORT_BYTES).await {
-                Ok((bytes, _)) => decode(repo, &bytes).await,
-                Err(StoreError::NotFound(_)) => Ok(None),
-                Err(e) => Err(e.to_string()),
-            };
-            (name, r)
-        }))
-        // Unordered: one slow answer must not hold back the requests behind it.
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
-    results.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut out = Loaded::default();
-    for (name, r) in results {
-        // A layout ref name may be `<repository>:<tag>`: the tag is after the last ':'.
-        let tag = name.rsplit(':').next().unwrap_or(&name);
-        let name = crate::text::clean::bounded(&name, 200);
-        match r {
-            Ok(None) => {}
-            Ok(Some(received)) if received.report.tag() == tag => out.reports.push(Received { name, ..received }),
-            Ok(Some(received)) => out.unreadable.push(Unreadable {
-                reason: format!("holds the report of {}; a report counts only under its own tag", received.report.tag()),
-                name,
-            }),
-            Err(reason) => out.unreadable.push(Unreadable { name, reason: crate::text::clean::bounded(&reason, 400) }),
+    let mut each = std::pin::pin!(read_each(repo, names, concurrency));
+    while let Some(o) = each.next().await {
+        match o {
+            Ok(r) => out.reports.push(r),
+            Err(u) => out.unreadable.push(u),
         }
     }
+    out.reports.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    out.unreadable.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }

@@ -33,6 +33,7 @@ pub mod shared;
 pub mod status;
 pub mod store;
 pub mod strategic;
+pub mod table;
 pub mod util;
 pub mod validate;
 pub mod watch;

@@ -267,6 +267,9 @@ fn dispatch(
     drop(state);
     spawn_deferred(shared, pending);
     match result {
+        Ok(Reply::Json(200, v)) if method == Method::GET && t.res.group.is_empty() && t.res.plural == "events" && super::table::wants_table(header_str(headers, header::ACCEPT)) => {
+            json_response(200, &super::table::events(&v, query.get("includeObject"), drover_proto::time::now_unix()))
+        }
         Ok(Reply::Json(code, v)) => json_response(code, &v),
         Ok(Reply::Watch(filter, initial, rx, timeout)) => {
             super::watch::watch_response(filter, initial, rx, timeout)

@@ -16,6 +16,9 @@ use serde_json::Value;
 
 pub const ENV: &[(&str, &str)] = &[("DROVER_KEY_PASSWORD", "")];
 
+/// The Fleet file of [`Fleet::fleet_file`]: comments a reviewer wrote, no clusters yet.
+pub const FLEET_FILE: &str = "# The fleet, reviewed by the platform team.\napiVersion: drover.dev/v1\nkind: Fleet\nspec:\n  # Promotion order.\n  environments: [dev, prod]\n  # Every cluster, one entry each (drover fleet enroll --fleet adds them).\n  clusters: []\n  clusterScopedKinds: []  # none\n";
+
 /// Where a simulated cluster's agent applies.
 pub enum Target<'a> {
     /// `dir:` in the fleet's scratch directory.
@@ -136,6 +139,40 @@ impl Fleet {
         a.extend_from_slice(selection);
         let out = self.drover(&a);
         assert_eq!(out.code, 0, "fleet enroll: {}", out.stderr);
+        out.json()
+    }
+
+    /// A platform's Fleet file, `dir/platform/fleet.yaml`, with a comment a reviewer wrote
+    /// and no clusters yet, beside `cluster-types/<t>.yaml` for each of `types`.
+    pub fn fleet_file(&self, types: &[&str]) -> PathBuf {
+        let root = self.dir.join("platform");
+        std::fs::create_dir_all(root.join("cluster-types")).unwrap();
+        for t in types {
+            std::fs::write(root.join(format!("cluster-types/{t}.yaml")), format!("apiVersion: drover.dev/v1\nkind: ClusterType\nmetadata:\n  name: {t}\n")).unwrap();
+        }
+        let file = root.join("fleet.yaml");
+        std::fs::write(&file, FLEET_FILE).unwrap();
+        file
+    }
+
+    /// `drover -o json fleet enroll --fleet FILE --registry REG/fleet` with `selection`;
+    /// asserts exit 0.
+    pub fn enroll_fleet(&self, file: &Path, selection: &[&str]) -> Value {
+        let prefix = format!("{}/fleet", self.reg);
+        let mut a = vec!["-o", "json", "fleet", "enroll", "--fleet", file.to_str().unwrap(), "--registry", &prefix];
+        a.extend_from_slice(selection);
+        let out = self.drover(&a);
+        assert_eq!(out.code, 0, "fleet enroll --fleet: {}", out.stderr);
+        out.json()
+    }
+
+    /// `drover -o json fleet status --registry REG/fleet --fleet FILE` (+ `extra`).
+    pub fn status_fleet(&self, file: &Path, extra: &[&str]) -> Value {
+        let prefix = format!("{}/fleet", self.reg);
+        let mut a = vec!["-o", "json", "fleet", "status", "--registry", &prefix, "--fleet", file.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let out = self.drover(&a);
+        assert_eq!(out.code, 0, "fleet status --fleet: {}", out.stderr);
         out.json()
     }
 

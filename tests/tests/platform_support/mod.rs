@@ -124,3 +124,57 @@ pub fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
     assert_eq!(o.code, 0, "keygen: {}", o.stderr);
     (dir.join("drover.key"), dir.join("drover.pub"))
 }
+
+/// Makes `p` executable.
+pub fn chmod_x(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The fenced code blocks (language, text) of the section of docs/platform.md whose
+/// heading starts with `heading`: the recipes are run as the documentation gives them.
+pub fn recipe(heading: &str) -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/platform.md")).unwrap();
+    let start = doc.find(heading).unwrap_or_else(|| panic!("docs/platform.md has no {heading:?}"));
+    let section = &doc[start + heading.len()..];
+    let end = ["\n### ", "\n#### ", "\n## "].iter().filter_map(|h| section.find(h)).min().unwrap_or(section.len());
+    let section = &section[..end];
+    let mut blocks = Vec::new();
+    let mut rest = section;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let (lang, body) = after.split_once('\n').unwrap();
+        let close = body.find("```").unwrap();
+        blocks.push((lang.trim().to_string(), body[..close].to_string()));
+        rest = &body[close + 3..];
+    }
+    blocks
+}
+
+/// A workload of the documented recipe: `workload.yaml` (the recipe's YAML block with its
+/// header) and the recipe's script at `script`.
+pub fn recipe_workload(root: &Path, name: &str, heading: &str, script: &str) {
+    let blocks = recipe(heading);
+    let yaml = &blocks.iter().find(|(l, t)| l == "yaml" && t.starts_with("spec:")).expect("a workload.yaml block").1;
+    let code = &blocks.iter().find(|(l, _)| l == "sh" || l == "python").expect("a script block").1;
+    write(root, &[(&format!("workloads/{name}/workload.yaml"), &format!("apiVersion: drover.dev/v1\nkind: Workload\n{yaml}")), (&format!("workloads/{name}/{script}"), code)]);
+    chmod_x(&root.join(format!("workloads/{name}/{script}")));
+}
+
+/// A stand-in for `kustomize build DIR` (not installable here): the base's one
+/// Deployment (JSON), the generated patch merged into it, the kustomization's namespace.
+pub const FAKE_KUSTOMIZE: &str = r#"#!/usr/bin/env python3
+import json, pathlib, re, sys
+if sys.argv[1] == "version":
+    print("v5.4.3-standin")
+    sys.exit(0)
+d = pathlib.Path(sys.argv[2])
+ns = re.search(r"^namespace: (\S+)$", (d / "kustomization.yaml").read_text(), re.M).group(1)
+def merge(a, b):
+    for k, v in b.items():
+        a[k] = merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+    return a
+out = merge(json.loads((d / "base" / "deployment.yaml").read_text()), json.loads((d / "values-patch.json").read_text()))
+out["metadata"]["namespace"] = ns
+print(json.dumps(out))
+"#;

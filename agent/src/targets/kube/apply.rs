@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn desired_injects_ownership_and_strips_server_fields() {
-        let req = ApplyRequest { source: "r.example/x:prod".into(), digest: "sha256:ab".into(), sequence: 1, field_manager: "drover".into(), groups: vec![] };
+        let req = ApplyRequest { source: "r.example/x:prod".into(), digest: "sha256:ab".into(), sequence: 1, field_manager: "drover".into(), groups: vec![], health: Default::default() };
         let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "namespace": "zz", "resourceVersion": "9", "labels": {"x": "y"}}});
         let d = desired(v, &req.source, false);
         assert_eq!(d["metadata"]["labels"], json!({"x": "y", "app.kubernetes.io/managed-by": "drover"}));

@@ -1,7 +1,10 @@
 //! The kube target's Events (docs/kubernetes.md, "Events"): each [`Event`] of the
 //! pipeline becomes an `events.k8s.io/v1` Event in the agent's namespace, regarding the
-//! source's state ConfigMap (`kubectl get events -n drover-system`, `kubectl describe
-//! configmap drover-state-...`), written with the agent's own identity.
+//! source's state ConfigMap by name and uid (`kubectl get events -n drover-system`,
+//! `kubectl describe configmap drover-state-...`), written with the agent's own identity.
+//! The uid is the one the agent last read or wrote; before the first Event of a new
+//! agent, whose ConfigMap may not exist yet, it is asked for, and the ConfigMap created
+//! holding no record when missing ([`regarded`]).
 //!
 //! As client-go's event broadcaster: a repeat of the same Event (type, reason, action,
 //! note, regarding) within [`SERIES_WINDOW`] of its last observation is not a new Event
@@ -20,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -43,7 +46,7 @@ const QUEUE: usize = 64;
 const MAX_SERIES: usize = 128;
 
 enum Msg {
-    Record { regarding: String, event: Event },
+    Record { regarding: String, blank: Option<Box<Blank>>, event: Event },
     Seen { regarding: String, uid: String },
     Flush(oneshot::Sender<()>),
 }
@@ -76,7 +79,13 @@ impl Recorder {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         Some(self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::channel(QUEUE);
-            let writer = Writer { api: Api::namespaced(self.client.clone(), &self.namespace), namespace: self.namespace.clone(), instance: self.instance.clone(), failing: false };
+            let writer = Writer {
+                api: Api::namespaced(self.client.clone(), &self.namespace),
+                configmaps: Api::namespaced(self.client.clone(), &self.namespace),
+                namespace: self.namespace.clone(),
+                instance: self.instance.clone(),
+                failing: false,
+            };
             handle.spawn(writer.run(rx));
             tx
         }))
@@ -92,9 +101,10 @@ impl Recorder {
     }
 
     /// Queues `event` regarding the ConfigMap `regarding` of the agent's namespace (a
-    /// source's state ConfigMap); never blocks.
-    pub fn record(&self, regarding: &str, event: &Event) {
-        self.send(Msg::Record { regarding: regarding.to_string(), event: event.clone() });
+    /// source's state ConfigMap; `blank` is what is created when it does not exist yet);
+    /// never blocks.
+    pub fn record(&self, regarding: &str, blank: Option<Blank>, event: &Event) {
+        self.send(Msg::Record { regarding: regarding.to_string(), blank: blank.map(Box::new), event: event.clone() });
     }
 
     /// The ConfigMap `regarding` has `uid` (Events then name it, so `kubectl describe
@@ -122,6 +132,40 @@ impl Recorder {
     }
 }
 
+/// The ConfigMap an Event regards, as it is created when it does not exist yet, and the
+/// field manager that creates it.
+pub struct Blank {
+    /// The object.
+    pub object: ConfigMap,
+    /// Its field manager.
+    pub manager: &'static str,
+}
+
+/// The uid of the ConfigMap `name` an Event regards: read, or — when there is none yet (a
+/// new agent's first attempt, before anything was applied) — created as `blank` (a plain
+/// create, never an apply: a record written meanwhile is kept; the create then fails and
+/// the uid is read). `None` when the API server does not tell (Events are best effort).
+async fn regarded(api: &Api<ConfigMap>, name: &str, blank: Option<Box<Blank>>) -> Option<String> {
+    match api.get_opt(name).await {
+        Ok(Some(cm)) => return cm.metadata.uid,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!("reading ConfigMap {name} for its Events: {e}");
+            return None;
+        }
+    }
+    let blank = blank?;
+    let params = PostParams { field_manager: Some(blank.manager.to_string()), ..Default::default() };
+    match api.create(&params, &blank.object).await {
+        Ok(cm) => cm.metadata.uid,
+        Err(kube::Error::Api(s)) if s.code == 409 => api.get_opt(name).await.ok().flatten().and_then(|cm| cm.metadata.uid),
+        Err(e) => {
+            tracing::debug!("creating ConfigMap {name} for its Events: {e}");
+            None
+        }
+    }
+}
+
 /// One Event as the API server holds it, and what is not written of it yet.
 struct Series {
     name: String,
@@ -137,6 +181,8 @@ type Key = (String, Event);
 /// The background writer.
 struct Writer {
     api: Api<KubeEvent>,
+    /// The state ConfigMaps the Events regard (for their uid).
+    configmaps: Api<ConfigMap>,
     namespace: String,
     instance: String,
     /// The last request failed (later failures are logged at debug).
@@ -152,8 +198,18 @@ impl Writer {
         loop {
             tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(Msg::Record { regarding, event }) => {
-                        let uid = uids.get(&regarding).cloned();
+                    Some(Msg::Record { regarding, blank, event }) => {
+                        let uid = match uids.get(&regarding) {
+                            Some(uid) => Some(uid.clone()),
+                            None => {
+                                let asked = tokio::time::timeout(2 * REQUEST_TIMEOUT, regarded(&self.configmaps, &regarding, blank)).await;
+                                let uid = asked.ok().flatten();
+                                if let Some(u) = &uid {
+                                    uids.insert(regarding.clone(), u.clone());
+                                }
+                                uid
+                            }
+                        };
                         self.record(&mut series, regarding, event, uid).await;
                     }
                     Some(Msg::Seen { regarding, uid }) => {

@@ -124,7 +124,8 @@ impl Target for KubeTarget {
     }
 
     fn record_event(&self, source: &str, event: &crate::events::Event) {
-        self.events.record(&state::configmap_name(source), event);
+        let blank = state::blank(source, &self.opts.state_namespace).map(|object| events::Blank { object, manager: state::MANAGER });
+        self.events.record(&state::configmap_name(source), blank, event);
     }
 
     fn flush_events(&self, timeout: Duration) -> BoxFuture<'_, ()> {

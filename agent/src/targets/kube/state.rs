@@ -7,7 +7,9 @@
 //!   `app.kubernetes.io/managed-by: drover-agent` and `drover.dev/state: "true"`;
 //!   annotation `drover.dev/source: <source>` (a record for another source is ignored);
 //! - `data`: `appliedDigest`, `appliedSequence`, `policyFingerprint`, `appliedAt` (empty
-//!   strings when unknown); `binaryData.inventory`: gzip of the JSON list of object
+//!   strings when unknown); while a rollback's refusal stands (`--on-degraded rollback`)
+//!   also `rolledBackDigest` and `rolledBackSequence`, the refused bundle (it raises the
+//!   floor, and a new leader refuses it too); `binaryData.inventory`: gzip of the JSON list of object
 //!   identities, sorted (10,000 objects take ~170 KiB; the whole object must stay under
 //!   the API server's 1 MiB, checked before writing);
 //! - written with server-side apply, field manager `drover-agent`, with the agent's own
@@ -69,12 +71,16 @@ pub fn encode(rec: &TargetRecord, namespace: &str) -> Result<ConfigMap, String> 
         Some(p) => (p.digest.clone(), p.sequence.to_string()),
         None => (String::new(), String::new()),
     };
-    let data = BTreeMap::from([
+    let mut data = BTreeMap::from([
         ("appliedDigest".to_string(), digest),
         ("appliedSequence".to_string(), sequence),
         ("policyFingerprint".to_string(), rec.policy_fingerprint.clone()),
         ("appliedAt".to_string(), rec.applied_at.clone()),
     ]);
+    if let Some(p) = &rec.rolled_back {
+        data.insert("rolledBackDigest".to_string(), p.digest.clone());
+        data.insert("rolledBackSequence".to_string(), p.sequence.to_string());
+    }
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(configmap_name(&rec.source)),
@@ -100,6 +106,19 @@ pub fn encode(rec: &TargetRecord, namespace: &str) -> Result<ConfigMap, String> 
     Ok(cm)
 }
 
+/// The bundle the data keys `digest_key` and `sequence_key` name (both empty: none).
+fn position(field: &dyn Fn(&str) -> String, digest_key: &str, sequence_key: &str) -> Result<Option<Position>, String> {
+    let (digest, sequence) = (field(digest_key), field(sequence_key));
+    match (digest.is_empty(), sequence.is_empty()) {
+        (true, true) => Ok(None),
+        (false, false) if digest.starts_with("sha256:") => {
+            let sequence = sequence.parse::<u64>().map_err(|_| format!("{sequence_key} {sequence:?} is not a number"))?;
+            Ok(Some(Position { digest, sequence }))
+        }
+        _ => Err(format!("{digest_key} {digest:?} and {sequence_key} {sequence:?} do not name a bundle")),
+    }
+}
+
 /// Reads the record of `source` from its ConfigMap.
 pub fn decode(cm: &ConfigMap, source: &str) -> Result<TargetRecord, String> {
     let owner = cm.metadata.annotations.as_ref().and_then(|a| a.get(drover_proto::media::ANN_OBJ_SOURCE));
@@ -107,15 +126,8 @@ pub fn decode(cm: &ConfigMap, source: &str) -> Result<TargetRecord, String> {
         return Err(format!("it is annotated {}: {owner:?}, not this agent's source {source:?}", drover_proto::media::ANN_OBJ_SOURCE));
     }
     let field = |k: &str| cm.data.as_ref().and_then(|d| d.get(k)).cloned().unwrap_or_default();
-    let (digest, sequence) = (field("appliedDigest"), field("appliedSequence"));
-    let floor = match (digest.is_empty(), sequence.is_empty()) {
-        (true, true) => None,
-        (false, false) if digest.starts_with("sha256:") => {
-            let sequence = sequence.parse::<u64>().map_err(|_| format!("appliedSequence {sequence:?} is not a number"))?;
-            Some(Position { digest, sequence })
-        }
-        _ => return Err(format!("appliedDigest {digest:?} and appliedSequence {sequence:?} do not make a floor")),
-    };
+    let floor = position(&field, "appliedDigest", "appliedSequence")?;
+    let rolled_back = position(&field, "rolledBackDigest", "rolledBackSequence")?;
     let inventory = match cm.binary_data.as_ref().and_then(|b| b.get("inventory")) {
         None => Vec::new(),
         Some(ByteString(gz)) => {
@@ -127,7 +139,7 @@ pub fn decode(cm: &ConfigMap, source: &str) -> Result<TargetRecord, String> {
             serde_json::from_slice(&json).map_err(|e| format!("binaryData.inventory is not a list of object identities: {e}"))?
         }
     };
-    Ok(TargetRecord { source: source.to_string(), floor, policy_fingerprint: field("policyFingerprint"), applied_at: field("appliedAt"), inventory })
+    Ok(TargetRecord { source: source.to_string(), floor, policy_fingerprint: field("policyFingerprint"), applied_at: field("appliedAt"), inventory, rolled_back })
 }
 
 fn describe(t: &KubeTarget, source: &str) -> String {
@@ -216,6 +228,14 @@ fn seen(t: &KubeTarget, source: &str, cm: &ConfigMap) {
     }
 }
 
+/// The state ConfigMap of `source` holding no record (no floor, no inventory: what a
+/// missing one means to every reader): what the Events create when it does not exist yet,
+/// so that they regard it by uid from the first on (`super::events`).
+pub(super) fn blank(source: &str, namespace: &str) -> Option<ConfigMap> {
+    let empty = TargetRecord { source: source.to_string(), floor: None, policy_fingerprint: String::new(), applied_at: String::new(), inventory: Vec::new(), rolled_back: None };
+    encode(&empty, namespace).ok()
+}
+
 /// The hold an annotated state ConfigMap carries.
 pub fn hold_of(cm: &ConfigMap) -> Option<TargetHold> {
     let reason = cm.metadata.annotations.as_ref()?.get(ANN_HOLD)?.clone();
@@ -240,7 +260,7 @@ pub(super) async fn write(t: &KubeTarget, rec: &TargetRecord) -> Result<(), Targ
     let params = PatchParams::apply(MANAGER).force();
     let patch = Patch::Apply(&cm);
     let name = configmap_name(&rec.source);
-    let written = with_retry(&t.opts.retry, || api.patch(&name, &params, &patch)).await.map(|_| ()).map_err(|f| record(f.message));
+    let written = with_retry(&t.opts.retry, || api.patch(&name, &params, &patch)).await.map(|cm| seen(t, &rec.source, &cm)).map_err(|f| record(f.message));
     remember(t, &rec.source, written.as_ref().ok().map(|_| rec));
     written
 }
@@ -272,6 +292,7 @@ mod tests {
             policy_fingerprint: format!("sha256:{}", "cd".repeat(32)),
             applied_at: "2026-11-23T09:00:00Z".into(),
             inventory,
+            rolled_back: None,
         }
     }
 

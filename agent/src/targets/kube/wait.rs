@@ -9,6 +9,12 @@
 //! - CustomResourceDefinition: `Established` (`NamesAccepted=False` is Degraded).
 //! - Everything else: ready once applied.
 //!
+//! A health rule in CEL for the object's apiVersion and kind ([`ApplyRequest::health`]:
+//! the bundle's, else the agent's `healthChecks`) replaces the built-in rule:
+//! `current` is ready, `failed` is Degraded at once, and an expression that cannot be
+//! evaluated keeps the object not ready with the expression and the error named
+//! ([`drover_proto::health`]).
+//!
 //! The wait polls (100 ms, backing off to 2 s) until every object is ready or failed, or
 //! the timeout passes. Objects still not ready then are Degraded ("not ready after 2m");
 //! with a zero timeout the state is sampled once and not-ready objects are Progressing.
@@ -17,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use serde_json::Value;
+
+use drover_proto::health::{Rules, Verdict};
 
 use super::cluster::KubeTarget;
 use crate::targets::{ApplyRequest, Health, HealthReport, ObjectHealth, PlannedObject};
@@ -178,9 +186,27 @@ fn crd(v: &Value) -> Check {
     }
 }
 
-async fn check_planned(t: &KubeTarget, o: &PlannedObject) -> Check {
+/// Evaluates one object by its health rule in `rules`, else by the built-in rule.
+pub fn check_with(rules: &Rules, api_version: &str, group: &str, kind: &str, v: &Value) -> Check {
+    let Some(rule) = rules.get(api_version, kind) else { return check_object(group, kind, v) };
+    if let Some(m) = terminating(v) {
+        return Check::Pending(m);
+    }
+    match rule.evaluate(v) {
+        Verdict::Current => Check::Ready,
+        Verdict::Failed(m) => Check::Failed(m),
+        Verdict::InProgress(m) | Verdict::Error(m) => Check::Pending(m),
+    }
+}
+
+/// True when objects of `id`'s kind are waited for: a built-in rule or one in `rules`.
+fn waited_for(rules: &Rules, id: &drover_proto::object::ObjectRef) -> bool {
+    has_health_rule(id.group(), &id.kind) || rules.get(&id.api_version, &id.kind).is_some()
+}
+
+async fn check_planned(t: &KubeTarget, rules: &Rules, o: &PlannedObject) -> Check {
     match super::read::get_value(t, &o.id).await {
-        Ok(Some(v)) => check_object(o.id.group(), &o.id.kind, &v),
+        Ok(Some(v)) => check_with(rules, &o.id.api_version, o.id.group(), &o.id.kind, &v),
         Ok(None) => Check::Pending("not found".into()),
         Err(m) => Check::Pending(format!("cannot read it: {m}")),
     }
@@ -190,11 +216,11 @@ async fn check_planned(t: &KubeTarget, o: &PlannedObject) -> Check {
 pub(super) async fn wait(t: &KubeTarget, req: &ApplyRequest, timeout: Duration) -> HealthReport {
     let deadline = Instant::now() + timeout;
     let mut pending: Vec<(&PlannedObject, String)> =
-        req.objects().filter(|o| has_health_rule(o.id.group(), &o.id.kind)).map(|o| (o, String::new())).collect();
+        req.objects().filter(|o| waited_for(&req.health, &o.id)).map(|o| (o, String::new())).collect();
     let mut report = HealthReport::healthy();
     let mut pause = Duration::from_millis(100);
     loop {
-        let futs = pending.iter().map(|(o, _)| check_planned(t, o));
+        let futs = pending.iter().map(|(o, _)| check_planned(t, &req.health, o));
         let checks: Vec<Check> = stream::iter(futs).buffered(t.opts.concurrency.max(1)).collect().await;
         let mut still = Vec::new();
         for ((o, _), c) in pending.into_iter().zip(checks) {

@@ -1,9 +1,12 @@
-//! `drover fleet status --registry PREFIX [--env E] [--stale 15m] [-o json]`: every
-//! report, one row per cluster, and a summary per (environment, cluster type, channel).
+//! `drover fleet status --registry PREFIX [--fleet FILE] [--env E] [--stale 15m] [-o json]`:
+//! one row per cluster (every declared cluster, with `--fleet`) classified for its
+//! channel, a summary per (environment, cluster type, channel), and the reports that count
+//! nowhere, listed apart.
 
+use crate::fleet::classify::Class;
 use crate::fleet::status::{build, Status};
-use crate::fleet::{age, human, load, short_digest};
-use crate::output::{warn, Report, Text};
+use crate::fleet::{age, human, short_digest};
+use crate::output::{Report, Text};
 use crate::regargs::RegistryArgs;
 
 use super::args::ReportsArgs;
@@ -25,14 +28,11 @@ pub struct Args {
 /// Reads the reports and builds the status.
 pub async fn status(args: &Args) -> anyhow::Result<Status> {
     let sources = args.reports.sources()?;
-    let stale = args.reports.stale_secs()?;
+    let bar = args.reports.bar()?;
+    let membership = args.reports.membership()?;
     let client = args.registry.client_for(&sources)?;
-    let policy = args.reports.trust.policy()?;
-    let (reports, unreadable) = load(&sources, &client, &policy).await?;
-    for u in unreadable {
-        warn(format_args!("skipped {}: {}", u.name, u.reason));
-    }
-    Ok(build(&reports, args.env.as_deref(), drover_proto::time::now_unix(), stale))
+    let (reading, heads) = args.reports.read(&sources, membership.as_ref(), args.env.as_deref(), &client).await?;
+    Ok(build(&reading, membership.as_ref(), args.env.as_deref(), &bar, &heads, drover_proto::time::now_unix()))
 }
 
 /// Runs `drover fleet status`.
@@ -53,56 +53,71 @@ fn write_text(st: &Status, out: &mut Text) {
         .clusters
         .iter()
         .map(|c| {
+            let class = match c.class {
+                Class::Missing => "MISSING".to_string(),
+                Class::Untrusted => "UNTRUSTED".to_string(),
+                Class::Stale => "STALE".to_string(),
+                other => other.as_str().to_string(),
+            };
             vec![
                 format!("{}.{}", c.cluster_type, c.cluster_name),
                 c.environment.clone(),
                 c.channel.clone(),
                 opt(c.applied_sequence.map(|s| s.to_string())),
                 opt(c.applied_digest.as_deref().map(short_digest)),
-                match (&c.untrusted, c.stale) {
-                    (Some(_), _) => format!("{} (UNTRUSTED)", c.health),
-                    (None, true) => format!("{} (STALE)", c.health),
-                    (None, false) => c.health.to_string(),
+                c.health.to_string(),
+                class,
+                match (&c.last_result, c.last_reason.as_deref().filter(|r| !r.is_empty())) {
+                    (Some(r), Some(why)) => format!("{r}: {why}"),
+                    (Some(r), None) => r.clone(),
+                    (None, _) => "-".into(),
                 },
-                opt(c.last_result.clone()),
-                match age(&c.reported_at, now) {
-                    Some(a) if a < 0 => format!("{} (in the future)", c.reported_at),
-                    Some(a) => format!("{} ago", human(a)),
-                    None => c.reported_at.clone(),
+                match c.reported_at.as_deref().map(|at| (at, age(at, now))) {
+                    Some((at, Some(a))) if a < 0 => format!("{at} (in the future)"),
+                    Some((_, Some(a))) => format!("{} ago", human(a)),
+                    Some((at, None)) => at.to_string(),
+                    None => "never".into(),
                 },
             ]
         })
         .collect();
-    out.table(&["CLUSTER", "ENV", "CHANNEL", "SEQUENCE", "DIGEST", "HEALTH", "LAST", "REPORTED"], &rows);
+    out.table(&["CLUSTER", "ENV", "CHANNEL", "SEQUENCE", "DIGEST", "HEALTH", "CLASS", "LAST", "REPORTED"], &rows);
     out.line("");
     let rows: Vec<Vec<String>> = st
         .summary
         .iter()
         .map(|s| {
             let seqs: Vec<String> = s.sequences.iter().map(|a| format!("{}×{}", opt(a.sequence.map(|x| x.to_string())), a.clusters)).collect();
+            let waiting: Vec<String> = s.classes.iter().filter(|(c, _)| **c != "ready").map(|(c, n)| format!("{n} {c}")).collect();
             vec![
                 s.environment.clone(),
                 s.cluster_type.clone(),
                 s.channel.clone(),
                 s.clusters.to_string(),
                 seqs.join(" "),
-                s.healthy.to_string(),
-                s.progressing.to_string(),
-                s.degraded.to_string(),
-                s.stale.to_string(),
-                s.untrusted.to_string(),
+                s.ready.to_string(),
+                if waiting.is_empty() { "-".into() } else { waiting.join(", ") },
             ]
         })
         .collect();
-    out.table(&["ENV", "TYPE", "CHANNEL", "CLUSTERS", "SEQUENCE×CLUSTERS", "HEALTHY", "PROGRESSING", "DEGRADED", "STALE", "UNTRUSTED"], &rows);
-    let untrusted: Vec<Vec<String>> = st
+    out.table(&["ENV", "TYPE", "CHANNEL", "CLUSTERS", "SEQUENCE×CLUSTERS", "READY", "NOT READY"], &rows);
+    let why: Vec<Vec<String>> = st
         .clusters
         .iter()
-        .filter_map(|c| c.untrusted.as_ref().map(|why| vec![format!("{}.{}", c.cluster_type, c.cluster_name), why.clone()]))
+        .filter(|c| c.class != Class::Ready)
+        .map(|c| vec![format!("{}.{}", c.cluster_type, c.cluster_name), c.reason.clone()])
         .collect();
-    if !untrusted.is_empty() {
+    if !why.is_empty() {
         out.line("");
-        out.line("Untrusted reports (shown, never counted):");
-        out.table(&["CLUSTER", "WHY"], &untrusted);
+        out.line("Not ready:");
+        out.table(&["CLUSTER", "WHY"], &why);
+    }
+    if st.untrusted.reports > 0 {
+        let named: Vec<Vec<String>> = st.untrusted.named.iter().map(|n| vec![n.cluster.clone(), n.channel.clone(), n.reason.clone()]).collect();
+        out.line("");
+        let more = st.untrusted.reports - named.len();
+        let more = if more > 0 { format!("; {more} more not named") } else { String::new() };
+        out.line(format!("Not counted ({} report(s){more}; never counted in any gate):", st.untrusted.reports));
+        out.table(&["CLUSTER", "CHANNEL", "WHY"], &named);
     }
 }

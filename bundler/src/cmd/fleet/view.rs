@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::fleet::{load, page};
-use crate::output::{warn, Report, Text};
+use crate::fleet::page;
+use crate::fleet::status::build;
+use crate::output::{Report, Text};
 use crate::regargs::RegistryArgs;
 
-use super::args::ReportsArgs;
+use super::args::{fleet_error, ReportsArgs};
 
 /// Arguments of `drover fleet view`.
 #[derive(Debug, clap::Args)]
@@ -36,22 +37,30 @@ pub struct Written {
     pub clusters: usize,
     /// Reports skipped as unreadable.
     pub skipped: usize,
+    /// Reports never counted (listed apart on the page).
+    pub not_counted: usize,
+    /// True when the page says all is well (every channel's clusters ready).
+    pub all_well: bool,
 }
 
 /// Reads the reports and writes the page.
 pub async fn view(args: &Args) -> anyhow::Result<Written> {
     let sources = args.reports.sources()?;
-    let stale = args.reports.stale_secs()?;
+    let bar = args.reports.bar()?;
+    let membership = args.reports.membership()?;
     let client = args.registry.client_for(&sources)?;
-    let policy = args.reports.trust.policy()?;
-    let (reports, unreadable) = load(&sources, &client, &policy).await?;
-    let skipped: Vec<String> = unreadable.iter().map(|u| format!("{}: {}", u.name, u.reason)).collect();
-    for s in &skipped {
-        warn(format_args!("skipped {s}"));
-    }
-    let html = page::render(&reports, &sources, &skipped, drover_proto::time::now_unix(), stale)?;
+    let (reading, heads) = args.reports.read(&sources, membership.as_ref(), None, &client).await?;
+    let now = drover_proto::time::now_unix();
+    let st = build(&reading, membership.as_ref(), None, &bar, &heads, now);
+    let html = page::render(&st, &reading, &sources, now, bar.stale.as_secs() as i64).map_err(fleet_error)?;
     drover_proto::layout::write_atomic(&args.out, html.as_bytes()).with_context(|| format!("writing {}", args.out.display()))?;
-    Ok(Written { out: args.out.display().to_string(), clusters: reports.len(), skipped: skipped.len() })
+    Ok(Written {
+        out: args.out.display().to_string(),
+        clusters: st.summary.iter().map(|s| s.clusters).sum(),
+        skipped: reading.unreadable,
+        not_counted: st.untrusted.reports,
+        all_well: st.all_well(),
+    })
 }
 
 /// Runs `drover fleet view`.

@@ -18,7 +18,7 @@ use crate::output::{note, Report, Text};
 use crate::regargs::RegistryArgs;
 use crate::signing::open_reference;
 
-use super::args::{channel_of, gate, GateArgs, Judged};
+use super::args::{channel_of, fleet_error, gate, GateArgs, Judged};
 
 /// Arguments of `drover fleet wait`.
 #[derive(Debug, clap::Args)]
@@ -57,8 +57,8 @@ async fn round(args: &Args, rule: &crate::fleet::gate::Rule, policy: &TrustPolic
 pub async fn wait(args: &Args) -> anyhow::Result<Verdict> {
     let rule = args.gate.rule(Some(100.0))?.expect("a default percentage");
     let policy = args.trust.policy()?;
-    let timeout = parse_duration("--timeout", &args.timeout)?;
-    let interval = parse_duration("--interval", &args.interval)?.max(Duration::from_millis(200));
+    let timeout = parse_duration("--timeout", &args.timeout).map_err(fleet_error)?;
+    let interval = parse_duration("--interval", &args.interval).map_err(fleet_error)?.max(Duration::from_millis(200));
     let client = args.registry.client_for(&[&args.channel])?;
     let started = Instant::now();
     let mut last = String::new();
@@ -76,14 +76,28 @@ pub async fn wait(args: &Args) -> anyhow::Result<Verdict> {
     }
 }
 
-/// Writes a verdict as a table: one row per cluster.
+/// Writes a verdict as a table: one row per cluster (its class and why), then the
+/// reports not counted.
 pub fn write_verdict(v: &Verdict, out: &mut Text) {
     let rows: Vec<Vec<String>> = v
         .details
         .iter()
-        .map(|d| vec![format!("{}.{}", v.candidate.cluster_type, d.cluster_name), if d.ready { "ready".into() } else { "waiting".into() }, d.reason.clone()])
+        .map(|d| {
+            let last = match (&d.classification.last_result, d.classification.last_reason.as_deref().filter(|r| !r.is_empty())) {
+                (Some(r), Some(why)) => format!("{r}: {why}"),
+                (Some(r), None) => r.clone(),
+                (None, _) => "-".into(),
+            };
+            vec![format!("{}.{}", v.candidate.cluster_type, d.cluster_name), d.classification.class.as_str().to_string(), d.classification.reason.clone(), last]
+        })
         .collect();
-    out.table(&["CLUSTER", "GATE", "WHY"], &rows);
+    out.table(&["CLUSTER", "CLASS", "WHY", "LAST ATTEMPT"], &rows);
+    if !v.not_counted.is_empty() {
+        out.line("");
+        out.line("Not counted:");
+        let rows: Vec<Vec<String>> = v.not_counted.iter().map(|n| vec![n.cluster.clone(), n.reason.clone()]).collect();
+        out.table(&["CLUSTER", "WHY"], &rows);
+    }
 }
 
 /// What `fleet wait` saw last: the verdict (the JSON document), and why it gave up.
