@@ -200,6 +200,10 @@ pub struct SourceState {
     /// `--drift report` mode and left as they are ([`crate::drift`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<crate::drift::DriftedObject>,
+    /// Where the schema of each kind the target compared came from (the kube target,
+    /// docs/kubernetes.md "Which schema"), as of the last recorded attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<crate::targets::KindSchema>,
     /// The last bundle that ended an apply Healthy here: what `--on-degraded rollback`
     /// puts back ([`crate::rollback`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

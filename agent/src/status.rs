@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::drift::DriftedObject;
 use crate::hold::Held;
 use crate::record::{AttemptSummary, SourceState};
-use crate::targets::Health;
+use crate::targets::{Health, KindSchema};
 
 /// What `status` reports about one source. Field names are part of the interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -53,6 +53,10 @@ pub struct SourceStatus {
     /// (`--drift report`): object, changed or missing, the drifted fields, since when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<DriftedObject>,
+    /// Where the schema of each kind the kube target compared came from, as of the last
+    /// recorded attempt (docs/kubernetes.md, "Which schema").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<KindSchema>,
     /// A rollback in force (`--on-degraded rollback`): the Degraded bundle refused (`from`),
     /// the one put back (`to`), when and why; `released` once an operator lifted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,6 +100,20 @@ impl ReportState {
         out += &format!("report key:    {key}\n");
         out
     }
+}
+
+/// One line per schema source: the source, then its kinds.
+fn schema_lines(schemas: &[KindSchema]) -> Vec<String> {
+    let mut by: Vec<(String, Vec<String>)> = Vec::new();
+    for k in schemas {
+        let source = k.source.to_string();
+        let kind = format!("{}/{}", k.api_version, k.kind);
+        match by.iter_mut().find(|(s, _)| *s == source) {
+            Some((_, kinds)) => kinds.push(kind),
+            None => by.push((source, vec![kind])),
+        }
+    }
+    by.into_iter().map(|(s, kinds)| format!("{s}: {}", kinds.join(", "))).collect()
 }
 
 /// What `status` reports. Field names are part of the interface.
@@ -180,6 +198,7 @@ impl SourceStatus {
         self.inventory = s.inventory.len();
         self.last_attempt = s.last_attempt.clone();
         self.drifted = s.drifted.clone();
+        self.schemas = s.schemas.clone();
         self.rolled_back = s.rolled_back.clone();
         self.waiting = s.waiting.clone();
     }
@@ -229,6 +248,9 @@ impl SourceStatus {
             out.push_str(&r.to_text());
         }
         out.push_str(&format!("health:        {}\n", self.health.map(|h| h.to_string()).unwrap_or_else(|| "-".into())));
+        if !self.schemas.is_empty() {
+            out.push_str(&format!("schemas:       {}\n", schema_lines(&self.schemas).join("\n               ")));
+        }
         out.push_str(&format!("inventory:     {} objects\n", self.inventory));
         if let Some(a) = &self.last_attempt {
             out.push_str(&format!(

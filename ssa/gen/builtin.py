@@ -1,7 +1,17 @@
 #!/usr/bin/env python3
 """Generates ssa/src/builtin/types.rs: the field-management schema of the built-in
-Kubernetes kinds, read from the Go API types (the same source the API server's OpenAPI
-and its structured-merge-diff schema are generated from).
+Kubernetes kinds, per Kubernetes minor: what structured-merge-diff uses (list kinds and
+keys, map and struct atomicity, untyped values, key defaults) as each release's published
+OpenAPI v3 has it (ssa/gen/openapi-smd.json, written by ssa/gen/openapi.py from the
+specs, by kube-openapi schemaconv's rules), and what the JSON round trip of the Go types
+needs (Go shapes, `omitempty`, `+default`s) from the Go API types.
+
+A field, a type's atomicity and a kind carry the minors they hold in (`M(lo, hi)`): a
+field added in 1.33 is `M(33, 255)`, one removed in 1.31 `M(0, 30)`; 0 stands for every
+minor up to the oldest spec read, 255 for every minor after the newest, where the Go
+types (newer than any published spec) decide. Where a spec and the Go markers disagree,
+the spec wins (it is what the server runs); the Go types' answer is the one for minors
+after the newest spec.
 
 Read per struct field: its JSON name and `omitempty`, its Go shape (pointer, value,
 slice, map), and the markers the OpenAPI generator turns into schema extensions:
@@ -11,15 +21,18 @@ when a list has no `+listType`) and `+default`.
 
 Usage: builtin.py API APIMACHINERY APIEXTENSIONS AGGREGATOR > ssa/src/builtin/types.rs
 where each argument is a git directory (or work tree) of kubernetes/api,
-kubernetes/apimachinery, kubernetes/apiextensions-apiserver, kubernetes/kube-aggregator.
-The generated file names the commits it was read from.
+kubernetes/apimachinery, kubernetes/apiextensions-apiserver, kubernetes/kube-aggregator;
+ssa/gen/openapi-smd.json is read from beside this script. The generated file names the
+commits it was read from.
 """
 import json
 import re
+import os
 import subprocess
 import sys
 
 API, MACH, EXT, AGG = sys.argv[1:5]
+EXTRACT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "openapi-smd.json")
 
 # (repo, dir, schema prefix, files)
 PACKAGES = [
@@ -30,23 +43,27 @@ PACKAGES = [
 for g in ["core/v1", "apps/v1", "batch/v1", "rbac/v1", "networking/v1", "policy/v1",
           "autoscaling/v1", "autoscaling/v2", "storage/v1", "scheduling/v1", "coordination/v1",
           "admissionregistration/v1", "discovery/v1", "events/v1", "node/v1", "certificates/v1",
-          "flowcontrol/v1"]:
+          "flowcontrol/v1", "resource/v1"]:
     PACKAGES.append((API, g, "io.k8s.api." + g.replace("/", "."), ["types.go"]))
 
 IMPORT_PREFIX = {
     "k8s.io/api/": "io.k8s.api.",
     "k8s.io/apimachinery/pkg/apis/meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1",
 }
-# Types the schema treats as scalars or untyped values (as the API server's schema does).
+# Types the schema treats as scalars or untyped values: what openapi-gen writes for them
+# and kube-openapi's schemaconv makes of that (RawExtension is hard-coded untyped atomic;
+# JSON and JSONSchemaPropsOr* have no `type`: untyped, maps deduced; FieldsV1 is an object
+# without properties: a granular map of deduced values).
 SPECIAL = {
-    "resource.Quantity": "Quantity",
-    "intstr.IntOrString": "IntOrStr",
-    "metav1.Time": "Time", "Time": "Time", "metav1.MicroTime": "Time", "MicroTime": "Time",
-    "metav1.Duration": "Str", "Duration": "Str",
-    "types.UID": "Str", "types.NodeName": "Str",
-    "runtime.RawExtension": "Deduced",
-    "JSON": "Untyped", "JSONSchemaPropsOrArray": "Untyped", "JSONSchemaPropsOrBool": "Untyped", "JSONSchemaPropsOrStringArray": "Untyped",
-    "metav1.FieldsV1": "Untyped", "FieldsV1": "Untyped",
+    "resource.Quantity": ("Quantity",),
+    "intstr.IntOrString": ("IntOrStr",),
+    "metav1.Time": ("Time",), "Time": ("Time",), "metav1.MicroTime": ("Time",), "MicroTime": ("Time",),
+    "metav1.Duration": ("Str",), "Duration": ("Str",),
+    "types.UID": ("Str",), "types.NodeName": ("Str",),
+    "runtime.RawExtension": ("Untyped",),
+    "JSON": ("Deduced",), "JSONSchemaPropsOrArray": ("Deduced",), "JSONSchemaPropsOrBool": ("Deduced",),
+    "JSONSchemaPropsOrStringArray": ("Deduced",),
+    "metav1.FieldsV1": ("Map", ("Deduced",), False), "FieldsV1": ("Map", ("Deduced",), False),
 }
 BASIC = {"string": "Str", "bool": "Bool", "int": "Int", "int32": "Int", "int64": "Int",
          "uint": "Int", "uint32": "Int", "uint64": "Int", "float32": "Float", "float64": "Float",
@@ -200,16 +217,20 @@ skipped = []
 used = set()
 queue = []
 
+# A type is a tuple: ("Str",) ("Int",) ("Float",) ("Bool",) ("Bytes",) ("Quantity",)
+# ("IntOrStr",) ("Time",) ("Untyped",) ("Deduced",) ("Named", name)
+# ("NamedAs", name, atomic) ("List", elem, "Atomic"|"Set"|"Keys", keys) ("Map", elem, atomic)
+
 
 def ty(go, markers, ctx):
-    """(rust Ty expression, go shape) for a Go type expression."""
+    """(type, go shape) for a Go type expression."""
     go = go.strip()
     shape = "Val"
     if go.startswith("*"):
         go = go[1:]
         shape = "Ptr"
     if go == "[]byte":
-        return "Ty::Bytes", "Slice"
+        return ("Bytes",), "Slice"
     if go.startswith("[]"):
         elem, _ = ty(go[2:], {}, ctx)
         return list_ty(elem, markers), "Slice"
@@ -224,19 +245,25 @@ def ty(go, markers, ctx):
                     break
             j += 1
         elem, _ = ty(go[j + 1:], {}, ctx)
-        atomic = markers.get("mapType") == "atomic"
-        return f"Ty::Map(&{elem}, {'true' if atomic else 'false'})", "Map"
+        return ("Map", elem, markers.get("mapType") == "atomic"), "Map"
     if go in SPECIAL:
-        return "Ty::" + SPECIAL[go], shape
+        return SPECIAL[go], shape
     local = go.split(".")[-1]
     if go in BASIC:
-        return "Ty::" + BASIC[go], shape
+        return (BASIC[go],), shape
     q = qualify(go, ctx)
     if q in structs:
+        if not fields_of(q):
+            # An object without properties: a granular map of deduced values.
+            return ("Map", ("Deduced",), False), shape
         if q not in used:
             used.add(q)
             queue.append(q)
-        return f'Ty::Named("{q}")', shape
+        # A field-level +structType/+mapType overrides the type's own (claimRef).
+        over = markers.get("structType") or markers.get("mapType")
+        if over in ("atomic", "granular"):
+            return ("NamedAs", q, over == "atomic"), shape
+        return ("Named", q), shape
     if q in aliases:
         base, amarks, actx = aliases[q]
         merged = dict(amarks)
@@ -244,7 +271,7 @@ def ty(go, markers, ctx):
         t, s2 = ty(base, merged, actx)
         return t, (s2 if shape == "Val" else shape)
     if local in SPECIAL:
-        return "Ty::" + SPECIAL[local], shape
+        return SPECIAL[local], shape
     raise Unknown(f"{go} ({q})")
 
 
@@ -260,13 +287,11 @@ def list_ty(elem, markers):
         else:
             lt = "atomic"
     if lt == "atomic":
-        rel = "R::Atomic"
-    elif lt == "set":
-        rel = "R::Set"
-    else:
-        keys = markers.get("listMapKey") or [markers.get("patchMergeKey")]
-        rel = "R::Keys(&[" + ", ".join(json.dumps(k) for k in keys) + "])"
-    return f"Ty::List(&{elem}, {rel})"
+        return ("List", elem, "Atomic", None)
+    if lt == "set":
+        return ("List", elem, "Set", None)
+    keys = markers.get("listMapKey") or [markers.get("patchMergeKey")]
+    return ("List", elem, "Keys", tuple(keys))
 
 
 def fields_of(name):
@@ -293,10 +318,11 @@ for r in sorted(roots):
     used.add(r)
     queue.append(r)
 
-emitted = {}
+go_types = {}  # name -> (atomic, {field: (type, shape, omit, marker default)}, field order)
 while queue:
     name = queue.pop()
-    rows = []
+    rows = {}
+    order = []
     for f in fields_of(name):
         try:
             t, shape = ty(f["go"], f["markers"], f["ctx"])
@@ -306,59 +332,338 @@ while queue:
             skipped.append(f'{name}.{f["name"]}')
             continue
         d = f["markers"].get("default")
-        dj = "None"
+        dj = None
         if d is not None and not d.startswith("ref("):
             try:
                 json.loads(d)
-                dj = "Some(" + json.dumps(d) + ")"
+                dj = d
             except ValueError:
                 pass
-        rows.append(f'F {{ name: "{f["name"]}", ty: {t}, go: G::{shape}, omit: {"true" if f["omit"] else "false"}, def: {dj} }}')
-    emitted[name] = (structs[name]["atomic"], rows)
+        rows[f["name"]] = (t, shape, f["omit"], dj)
+        order.append(f["name"])
+    go_types[name] = (structs[name]["atomic"], rows, order)
 
-out = []
-out.append("// @generated by ssa/gen/builtin.py from the Go API types; do not edit.")
-out.append(f"// kubernetes/api {commit(API)}, kubernetes/apimachinery {commit(MACH)},")
-out.append(f"// kubernetes/apiextensions-apiserver {commit(EXT)}, kubernetes/kube-aggregator {commit(AGG)}.")
-if skipped:
-    out.append("// Left out (fields of alpha/beta API types): " + ", ".join(sorted(skipped)) + ".")
-out.append("use super::model::{F, G, R, T, Ty};")
-out.append("")
-out.append("/// Every struct type reachable from a built-in kind, sorted by name.")
-out.append("pub static TYPES: &[T] = &[")
-for name in sorted(emitted):
-    atomic, rows = emitted[name]
-    out.append(f'    T {{ name: "{name}", atomic: {"true" if atomic else "false"}, fields: &[')
-    for r in rows:
-        out.append("        " + r + ",")
-    out.append("    ] },")
-out.append("];")
-out.append("")
-out.append("/// The kinds: (apiVersion, kind, type name), sorted.")
-out.append("pub static KINDS: &[(&str, &str, &str)] = &[")
-kinds = []
-for r in roots:
+
+# --- The published specs: what each minor's server has --------------------------------
+
+extract = json.load(open(EXTRACT))
+MINORS = extract["minors"]
+NEWER = 255  # every minor after the newest spec: the Go types decide
+UNTYPED = "__untyped_atomic_"
+DEDUCED = "__untyped_deduced_"
+UNTYPED_ATOM = {"scalar": "untyped", "list": {"elementType": {"namedType": UNTYPED}, "elementRelationship": "atomic"},
+                "map": {"elementType": {"namedType": UNTYPED}, "elementRelationship": "atomic"}}
+DEDUCED_ATOM = {"scalar": "untyped", "list": {"elementType": {"namedType": UNTYPED}, "elementRelationship": "atomic"},
+                "map": {"elementType": {"namedType": DEDUCED}}}
+
+
+def holds(ranges, minor):
+    for part in ranges.split(","):
+        lo, _, hi = part.partition("-")
+        if int(lo) <= minor <= int(hi or lo):
+            return True
+    return False
+
+
+spec = {m: {n: a for n, r, a in extract["types"] if holds(r, m)} for m in MINORS}
+for m in MINORS:
+    spec[m][UNTYPED] = UNTYPED_ATOM
+    spec[m][DEDUCED] = DEDUCED_ATOM
+spec_kinds = {m: {(av, k): n for av, k, n, r in extract["kinds"] if holds(r, m)} for m in MINORS}
+
+
+def key_fields(types):
+    """(type, field) of every field some keyed list of `types` uses as a key."""
+    out = set()
+
+    def walk(a):
+        if not isinstance(a, dict):
+            return
+        l = a.get("list")
+        if l and l.get("keys") and "namedType" in l["elementType"]:
+            out.update((l["elementType"]["namedType"], k) for k in l["keys"])
+        for v in a.values():
+            if isinstance(v, dict):
+                walk(v)
+            elif isinstance(v, list):
+                for x in v:
+                    walk(x)
+
+    for a in types.values():
+        walk(a)
+    return out
+
+
+keys_of = {m: key_fields(spec[m]) for m in MINORS}
+
+
+def is_struct(atom):
+    return "map" in atom and "fields" in atom["map"] and "elementType" not in atom["map"] and "scalar" not in atom
+
+
+def smd_of(t):
+    """What schemaconv would make of a field of type `t` (a type reference)."""
+    k = t[0]
+    if k in ("Str", "Bytes"):
+        return {"scalar": "string"}
+    if k in ("Int", "Float"):
+        return {"scalar": "numeric"}
+    if k == "Bool":
+        return {"scalar": "boolean"}
+    if k in ("Quantity", "Time"):
+        return {"scalar": "untyped"}
+    if k == "IntOrStr":
+        return {"scalar": "untyped", "list": {"elementType": {"namedType": UNTYPED}, "elementRelationship": "atomic"},
+                "map": {"elementType": {"namedType": DEDUCED}}}
+    if k == "Untyped":
+        return {"namedType": UNTYPED}
+    if k == "Deduced":
+        return {"namedType": DEDUCED}
+    if k == "Named":
+        return {"namedType": t[1]}
+    if k == "NamedAs":
+        return {"namedType": t[1], "elementRelationship": "atomic" if t[2] else "separable"}
+    if k == "List":
+        out = {"elementType": smd_of(t[1]), "elementRelationship": "atomic" if t[2] == "Atomic" else "associative"}
+        if t[3]:
+            out["keys"] = list(t[3])
+        return {"list": out}
+    if k == "Map":
+        out = {"elementType": smd_of(t[1])}
+        if t[2]:
+            out["elementRelationship"] = "atomic"
+        return {"map": out}
+    raise SystemExit(f"no SMD form for {t}")
+
+
+def norm(ref, types, depth=0):
+    """A type reference with every named type that is not a struct resolved, map
+    relationships made explicit: two references mean the same to SMD iff equal."""
+    if "namedType" in ref:
+        name = ref["namedType"]
+        atom = types.get(name)
+        if atom is not None and (is_struct(atom) or depth > 3):
+            return {"struct": name, "rel": ref.get("elementRelationship")}
+        if atom is None:
+            return {"missing": name}
+        return norm(atom, types, depth + 1)
+    out = {}
+    if "scalar" in ref:
+        out["scalar"] = ref["scalar"]
+    if "list" in ref:
+        l = ref["list"]
+        out["list"] = (l["elementRelationship"], tuple(l.get("keys") or ()), json.dumps(norm(l["elementType"], types, depth + 1), sort_keys=True))
+    if "map" in ref:
+        mp = ref["map"]
+        el = norm(mp["elementType"], types, depth + 1) if "elementType" in mp else None
+        out["map"] = (mp.get("elementRelationship", "separable"), json.dumps(el, sort_keys=True),
+                      tuple(f["name"] for f in mp.get("fields", [])))
+    return out
+
+
+def ty_of_spec(ref, types, hint):
+    """The type of a field whose spec reference is `ref` (the Go type `hint` when it means
+    the same to SMD, keeping its Go flavour: bytes, floats, times)."""
+    if hint is not None and norm(smd_of(hint), types) == norm(ref, types):
+        return hint
+    if "namedType" in ref:
+        name = ref["namedType"]
+        atom = types[name]
+        if is_struct(atom):
+            if "elementRelationship" in ref:
+                return ("NamedAs", name, ref["elementRelationship"] == "atomic")
+            return ("Named", name)
+        ref = atom
+        if name == UNTYPED:
+            return ("Untyped",)
+        if name == DEDUCED:
+            return ("Deduced",)
+    for t in (("Untyped",), ("Deduced",), ("IntOrStr",), ("Str",), ("Int",), ("Bool",)):
+        if norm(smd_of(t), types) == norm(ref, types):
+            return t
+    if set(ref) == {"list"}:
+        l = ref["list"]
+        h = hint[1] if hint and hint[0] == "List" else None
+        rel = "Atomic" if l["elementRelationship"] == "atomic" else ("Keys" if l.get("keys") else "Set")
+        return ("List", ty_of_spec(l["elementType"], types, h), rel, tuple(l["keys"]) if l.get("keys") else None)
+    if set(ref) == {"map"} and "fields" not in ref["map"]:
+        mp = ref["map"]
+        h = hint[1] if hint and hint[0] == "Map" else None
+        return ("Map", ty_of_spec(mp["elementType"], types, h), mp.get("elementRelationship") == "atomic")
+    raise SystemExit(f"no table type for {json.dumps(ref)} (Go: {hint})")
+
+
+def referenced(t, out):
+    if t[0] in ("Named", "NamedAs"):
+        out.add(t[1])
+    elif t[0] in ("List", "Map"):
+        referenced(t[1], out)
+
+
+# Per type and minor: (atomic, {field: (type, shape, omit, default)}).
+shapes = {}
+
+
+def add_minor(m, name, types):
+    """The shape of `name` on a 1.m server (from its spec), and of the types it reaches."""
+    if (name, m) in shapes:
+        return
+    atom = types[name]
+    go_atomic, go_rows, _ = go_types.get(name, (False, {}, []))
+    rows = {}
+    shapes[(name, m)] = (atom["map"].get("elementRelationship") == "atomic", rows)
+    for f in atom["map"]["fields"]:
+        hint = go_rows.get(f["name"])
+        t = ty_of_spec(f["type"], types, hint[0] if hint else None)
+        shape, omit, marker = (hint[1], hint[2], hint[3]) if hint else ("Ptr", True, None)
+        # A key field's default is what SMD reads for a missing key: the spec's alone.
+        if "default" in f or (name, f["name"]) in keys_of[m]:
+            d = json.dumps(f["default"]) if "default" in f else None
+        else:
+            d = marker
+        rows[f["name"]] = (t, shape, omit, d)
+        refs = set()
+        referenced(t, refs)
+        for r in sorted(refs):
+            add_minor(m, r, types)
+
+
+def add_newer(name):
+    if (name, NEWER) in shapes:
+        return
+    atomic, rows, _ = go_types[name]
+    newest = spec[MINORS[-1]].get(name)
+    keyed = {f["name"]: f["default"] for f in newest["map"]["fields"] if "default" in f} if newest and is_struct(newest) else {}
+    out = {}
+    shapes[(name, NEWER)] = (atomic, out)
+    for fname, (t, shape, omit, marker) in rows.items():
+        d = json.dumps(keyed[fname]) if fname in keyed else marker
+        out[fname] = (t, shape, omit, d)
+        refs = set()
+        referenced(t, refs)
+        for r in sorted(refs):
+            add_newer(r)
+
+
+kinds = {}  # (apiVersion, kind, type) -> [minors]
+for m in MINORS:
+    for (av, k), n in spec_kinds[m].items():
+        if n not in go_types:
+            raise SystemExit(f"1.{m} serves {av} {k} ({n}), not in the Go types read")
+        add_minor(m, n, spec[m])
+        kinds.setdefault((av, k, n), []).append(m)
+
+
+def api_version(r):
     pre = r.rsplit(".", 1)[0]
-    kind = r.rsplit(".", 1)[1]
-    if kind.endswith("List") or kind in ("Status", "WatchEvent", "DeleteOptions", "Eviction", "Binding", "Scale"):
-        pass
     if pre.startswith("io.k8s.api."):
-        gv = pre[len("io.k8s.api."):].split(".")
-        group, version = gv[0], gv[1]
+        group, version = pre[len("io.k8s.api."):].split(".")[:2]
         group = {"core": "", "rbac": "rbac.authorization.k8s.io", "networking": "networking.k8s.io",
                  "policy": "policy", "storage": "storage.k8s.io", "scheduling": "scheduling.k8s.io",
                  "coordination": "coordination.k8s.io", "admissionregistration": "admissionregistration.k8s.io",
                  "discovery": "discovery.k8s.io", "events": "events.k8s.io", "node": "node.k8s.io",
-                 "certificates": "certificates.k8s.io", "flowcontrol": "flowcontrol.apiserver.k8s.io"}.get(group, group)
+                 "certificates": "certificates.k8s.io", "flowcontrol": "flowcontrol.apiserver.k8s.io",
+                 "resource": "resource.k8s.io"}.get(group, group)
     elif "apiextensions" in pre:
         group, version = "apiextensions.k8s.io", "v1"
     elif "apiregistration" in pre:
         group, version = "apiregistration.k8s.io", "v1"
     else:
+        return None
+    return f"{group}/{version}" if group else version
+
+
+for r in sorted(roots):
+    av = api_version(r)
+    if av is None:
         continue
-    av = f"{group}/{version}" if group else version
-    kinds.append((av, kind, r))
-for av, kind, r in sorted(kinds):
-    out.append(f'    ("{av}", "{kind}", "{r}"),')
+    add_newer(r)
+    kinds.setdefault((av, r.rsplit(".", 1)[1], r), []).append(NEWER)
+
+
+def ranges(minors):
+    """Contiguous runs of `minors` as (lo, hi), the oldest spec's minor written 0."""
+    minors = sorted(minors)
+    order = MINORS + [NEWER]
+    out = []
+    for m in minors:
+        i = order.index(m)
+        if out and order.index(out[-1][1]) == i - 1:
+            out[-1][1] = m
+        else:
+            out.append([m, m])
+    return [(0 if lo == MINORS[0] else lo, hi) for lo, hi in out]
+
+
+def rust_ty(t):
+    k = t[0]
+    if k == "Named":
+        return f'Ty::Named("{t[1]}")'
+    if k == "NamedAs":
+        return f'Ty::NamedAs("{t[1]}", {"true" if t[2] else "false"})'
+    if k == "List":
+        rel = "R::Atomic" if t[2] == "Atomic" else ("R::Set" if t[2] == "Set" else "R::Keys(&[" + ", ".join(json.dumps(x) for x in t[3]) + "])")
+        return f"Ty::List(&{rust_ty(t[1])}, {rel})"
+    if k == "Map":
+        return f"Ty::Map(&{rust_ty(t[1])}, {'true' if t[2] else 'false'})"
+    return "Ty::" + k
+
+
+names = sorted({n for n, _ in shapes})
+out = []
+out.append("// @generated by ssa/gen/builtin.py from the Go API types and ssa/gen/openapi-smd.json; do not edit.")
+out.append(f"// kubernetes/api {commit(API)}, kubernetes/apimachinery {commit(MACH)},")
+out.append(f"// kubernetes/apiextensions-apiserver {commit(EXT)}, kubernetes/kube-aggregator {commit(AGG)};")
+out.append(f"// {extract['source']}")
+if skipped:
+    out.append("// Left out (fields of alpha/beta API types): " + ", ".join(sorted(skipped)) + ".")
+out.append("use super::model::{F, G, M, R, T, Ty};")
+out.append("")
+out.append(f"/// The oldest minor whose published OpenAPI the table was checked against.")
+out.append(f"pub const OLDEST: u8 = {MINORS[0]};")
+out.append(f"/// The newest minor whose published OpenAPI the table was checked against.")
+out.append(f"pub const NEWEST: u8 = {MINORS[-1]};")
+out.append("")
+out.append("/// Every struct type reachable from a built-in kind in some minor, sorted by name.")
+out.append("pub static TYPES: &[T] = &[")
+
+
+def m_expr(lo, hi):
+    return "M::ALL" if (lo, hi) == (0, NEWER) else f"M({lo}, {hi})"
+
+
+for name in names:
+    per = {m: shapes[(name, m)] for m in MINORS + [NEWER] if (name, m) in shapes}
+    # Minors where no kind reaches the type hold whatever keeps the ranges short.
+    absent = [m for m in MINORS + [NEWER] if m not in per]
+    atomic_in = [m for m, (a, _) in per.items() if a]
+    ar = ranges(atomic_in + absent) if atomic_in else []
+    if len(ar) > 1:
+        raise SystemExit(f"{name} is atomic in minors {atomic_in}: not one run")
+    atomic = "M::NONE" if not ar else m_expr(*ar[0])
+    out.append(f'    T {{ name: "{name}", atomic: {atomic}, fields: &[')
+    # Field order: the Go order, then fields the Go types no longer have.
+    order = list(go_types.get(name, (None, {}, []))[2])
+    for m, (_, rows) in per.items():
+        for f in rows:
+            if f not in order:
+                order.append(f)
+    for fname in order:
+        variants = {}
+        for m, (_, rows) in per.items():
+            if fname in rows:
+                variants.setdefault(rows[fname], []).append(m)
+        for (t, shape, omit, d), ms in sorted(variants.items(), key=lambda kv: (MINORS + [NEWER]).index(kv[1][0])):
+            dj = "None" if d is None else "Some(" + json.dumps(d) + ")"
+            for lo, hi in ranges(ms + absent):
+                out.append(f'        F {{ name: "{fname}", ty: {rust_ty(t)}, go: G::{shape}, omit: {"true" if omit else "false"}, def: {dj}, m: {m_expr(lo, hi)} }},')
+    out.append("    ] },")
+out.append("];")
+out.append("")
+out.append("/// The kinds: (apiVersion, kind, type name, the minors that serve it), sorted.")
+out.append("pub static KINDS: &[(&str, &str, &str, M)] = &[")
+for (av, kind, r), ms in sorted(kinds.items()):
+    for lo, hi in ranges(ms):
+        out.append(f'    ("{av}", "{kind}", "{r}", {m_expr(lo, hi)}),')
 out.append("];")
 print("\n".join(out))

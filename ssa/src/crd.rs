@@ -45,7 +45,7 @@ fn object_type(p: &Value, root: bool) -> Type {
     if root || p["x-kubernetes-embedded-resource"] == true {
         fields.push(field("apiVersion", Type::Scalar(Scalar::Str), None));
         fields.push(field("kind", Type::Scalar(Scalar::Str), None));
-        fields.push(field("metadata", Type::Builtin(OBJECT_META), None));
+        fields.push(field("metadata", Type::Builtin(crate::schema::Named::newest(OBJECT_META)), None));
     }
     if let Some(props) = p["properties"].as_object() {
         for (k, sub) in props {

@@ -6,7 +6,9 @@
 //! conflicts). Around it, what the API server adds: [`server`] (managed-fields entries,
 //! identity fields, status subresources, `before-first-apply`), [`defaults`] and
 //! [`roundtrip`] (what a stored object holds that nobody wrote), [`quantity`].
-//! Schemas: [`builtin`] (generated from the Go API types) and [`crd`].
+//! Schemas: [`builtin`] (per Kubernetes minor, generated from the published OpenAPI v3 of
+//! 1.29–1.35 and the Go API types), [`crd`] and [`openapi`] (a server's own OpenAPI v3,
+//! for kinds the table lacks), written out in structured-merge-diff's language by [`smd`].
 //!
 //! The agent asks [`verdict::apply_change`] whether a resync must write; the test
 //! suite's fake API server serves every write with [`server`]. Both are checked against
@@ -18,10 +20,12 @@ pub mod deep;
 pub mod defaults;
 pub mod fieldpath;
 pub mod live;
+pub mod openapi;
 pub mod quantity;
 pub mod roundtrip;
 pub mod schema;
 pub mod server;
+pub mod smd;
 pub mod typed;
 pub mod update;
 pub mod verdict;

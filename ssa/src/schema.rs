@@ -56,10 +56,30 @@ pub enum Type {
     Map(Arc<Type>, bool),
     /// A struct with declared fields.
     Struct(Arc<Struct>),
-    /// A built-in struct type, resolved on use.
-    Builtin(&'static str),
+    /// A built-in struct type as one server minor has it, resolved on use.
+    Builtin(Named),
     /// Shape deduced from the value: maps granular, lists atomic.
     Deduced,
+}
+
+/// A built-in struct type of the table ([`crate::builtin`]) as the server of one minor
+/// has it, with the field-level atomicity override of the field that holds it, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named {
+    /// Schema name (`io.k8s.api.apps.v1.Deployment`).
+    pub name: &'static str,
+    /// The server's minor, as [`builtin::known_minor`] gives it.
+    pub minor: u8,
+    /// Atomic (true) or granular (false) whatever the type itself says
+    /// (`x-kubernetes-map-type` on the field: `PersistentVolumeSpec.claimRef`).
+    pub atomic: Option<bool>,
+}
+
+impl Named {
+    /// `name` as the newest Go API types have it.
+    pub const fn newest(name: &'static str) -> Named {
+        Named { name, minor: builtin::NEWER, atomic: None }
+    }
 }
 
 /// A struct type.
@@ -147,7 +167,11 @@ impl Type {
                 elem: s.rest.clone().map(Arc::new),
                 atomic: s.atomic,
             }),
-            Type::Builtin(name) => Type::Struct(builtin_struct(name)).atom(value),
+            Type::Builtin(n) => {
+                let s = builtin_struct(*n);
+                let atomic = n.atomic.unwrap_or(s.atomic);
+                Atom::Map(MapAtom { strukt: Some(s), elem: None, atomic })
+            }
             Type::Deduced => match value {
                 Some(Value::Object(_)) => Atom::Map(MapAtom { strukt: None, elem: Some(Arc::new(Type::Deduced)), atomic: false }),
                 Some(Value::Array(_)) => Atom::List(Arc::new(Type::Deduced), ListKind::Atomic),
@@ -160,18 +184,22 @@ impl Type {
     pub fn strukt(&self) -> Option<Arc<Struct>> {
         match self {
             Type::Struct(s) => Some(s.clone()),
-            Type::Builtin(n) => Some(builtin_struct(n)),
+            Type::Builtin(n) => Some(builtin_struct(*n)),
             _ => None,
         }
     }
 }
 
-/// The runtime form of a built-in struct type (converted once, then shared; a lookup
-/// is a binary search and a lock-free read).
-pub fn builtin_struct(name: &'static str) -> Arc<Struct> {
-    static CACHE: OnceLock<Vec<OnceLock<Arc<Struct>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| (0..builtin::TYPES.len()).map(|_| OnceLock::new()).collect());
-    let i = builtin::TYPES.binary_search_by(|t| t.name.cmp(name)).unwrap_or_else(|_| panic!("built-in type {name} is in the table"));
+/// The runtime form of a built-in struct type on a server of `n.minor` (converted once
+/// per minor, then shared; a lookup is a binary search and a lock-free read). The
+/// field-level override `n.atomic` is not in it: [`Type::atom`] applies it.
+pub fn builtin_struct(n: Named) -> Arc<Struct> {
+    const SLOTS: usize = (builtin::NEWEST - builtin::OLDEST) as usize + 2;
+    static CACHE: [OnceLock<Vec<OnceLock<Arc<Struct>>>>; SLOTS] = [const { OnceLock::new() }; SLOTS];
+    let minor = builtin::known_minor(n.minor);
+    let slot = if minor == builtin::NEWER { SLOTS - 1 } else { (minor - builtin::OLDEST) as usize };
+    let cache = CACHE[slot].get_or_init(|| (0..builtin::TYPES.len()).map(|_| OnceLock::new()).collect());
+    let i = builtin::TYPES.binary_search_by(|t| t.name.cmp(n.name)).unwrap_or_else(|_| panic!("built-in type {} is in the table", n.name));
     cache[i]
         .get_or_init(|| {
             let t = &builtin::TYPES[i];
@@ -179,22 +207,23 @@ pub fn builtin_struct(name: &'static str) -> Arc<Struct> {
                 fields: t
                     .fields
                     .iter()
+                    .filter(|f| f.m.holds(minor))
                     .map(|f| Field {
                         name: f.name.to_string(),
-                        ty: from_static(&f.ty),
+                        ty: from_static(&f.ty, minor),
                         go: f.go,
                         omit: f.omit,
                         default: f.def.and_then(|d| serde_json::from_str(d).ok()),
                     })
                     .collect(),
-                atomic: t.atomic,
+                atomic: t.atomic.holds(minor),
                 rest: None,
             })
         })
         .clone()
 }
 
-fn from_static(t: &'static Ty) -> Type {
+fn from_static(t: &'static Ty, minor: u8) -> Type {
     match t {
         Ty::Str => Type::Scalar(Scalar::Str),
         Ty::Int => Type::Scalar(Scalar::Int),
@@ -206,16 +235,17 @@ fn from_static(t: &'static Ty) -> Type {
         Ty::Time => Type::Scalar(Scalar::Time),
         Ty::Untyped => Type::Scalar(Scalar::Untyped),
         Ty::Deduced => Type::Deduced,
-        Ty::Named(n) => Type::Builtin(n),
+        Ty::Named(name) => Type::Builtin(Named { name, minor, atomic: None }),
+        Ty::NamedAs(name, atomic) => Type::Builtin(Named { name, minor, atomic: Some(*atomic) }),
         Ty::List(e, r) => Type::List(
-            Arc::new(from_static(e)),
+            Arc::new(from_static(e, minor)),
             match r {
                 R::Atomic => ListKind::Atomic,
                 R::Set => ListKind::Set,
                 R::Keys(k) => ListKind::Keys(k.iter().map(|s| s.to_string()).collect()),
             },
         ),
-        Ty::Map(e, atomic) => Type::Map(Arc::new(from_static(e)), *atomic),
+        Ty::Map(e, atomic) => Type::Map(Arc::new(from_static(e, minor)), *atomic),
     }
 }
 
@@ -231,11 +261,19 @@ pub struct Schema {
 }
 
 impl Schema {
-    /// The schema of a built-in kind, if `apiVersion`/`kind` is one.
+    /// The schema of a built-in kind as the newest Go API types have it, if
+    /// `apiVersion`/`kind` is one ([`Schema::builtin_at`] for a given server).
     pub fn builtin(api_version: &str, kind: &str) -> Option<Schema> {
-        let name = builtin::kind_type(api_version, kind)?;
+        Schema::builtin_at(builtin::NEWER, api_version, kind)
+    }
+
+    /// The schema of a built-in kind on a server of Kubernetes 1.`minor`, if that server
+    /// serves `apiVersion`/`kind` (a kind newer than the server is not in its table).
+    pub fn builtin_at(minor: u8, api_version: &str, kind: &str) -> Option<Schema> {
+        let minor = builtin::known_minor(minor);
+        let name = builtin::kind_type(minor, api_version, kind)?;
         Some(Schema {
-            root: Type::Builtin(name),
+            root: Type::Builtin(Named { name, minor, atomic: None }),
             status_subresource: builtin::STATUS_SUBRESOURCE.contains(&(api_version, kind)),
             builtin: true,
         })
@@ -246,7 +284,7 @@ impl Schema {
     pub fn deduced() -> Schema {
         let meta = Field {
             name: "metadata".into(),
-            ty: Type::Builtin("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+            ty: Type::Builtin(Named::newest("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
             go: G::Val,
             omit: true,
             default: None,

@@ -1,16 +1,17 @@
 //! The real structured-merge-diff as a test oracle: `tests/oracle/smd/main.go` built
 //! against the library as Debian packages it (`golang-k8s-sigs-structured-merge-diff-dev`,
-//! `golang-go`; `tests/run.sh` installs both), and a drover-ssa schema written in its
-//! schema language. `tests/tests/ssa_oracle.rs` runs generated sequences of applies and
-//! updates through both and compares.
+//! `golang-go`; `tests/run.sh` installs both), given either the schema a real server of a
+//! Kubernetes minor builds from its published OpenAPI ([`spec_schema`]) or a drover-ssa
+//! schema written in its schema language ([`schema`], for custom resources).
+//! `tests/tests/ssa_oracle.rs` runs generated sequences of applies and updates through
+//! both and compares; `tests/tests/ssa_record.rs` records scenarios with it.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 
-use drover_ssa::schema::{ListKind, Scalar, Struct, Type};
+use drover_ssa::schema::Type;
+use drover_ssa::smd;
 use serde_json::{json, Value};
 
 const SMD_SRC: &str = "/usr/share/gocode/src/sigs.k8s.io/structured-merge-diff";
@@ -63,96 +64,32 @@ pub fn run(bin: &Path, schema: &Value, type_name: &str, cases: &[Vec<Value>]) ->
 }
 
 /// `root` (and every type it reaches) in structured-merge-diff's schema language (JSON
-/// is YAML); the root's name is returned with it.
+/// is YAML), as drover-ssa has it; the root's name is returned with it.
 pub fn schema(root: &Type) -> (Value, String) {
-    let mut w = Writer::default();
-    let top = w.type_ref(root);
-    w.types.push(json!({"name": "__untyped_atomic_", "scalar": "untyped",
-        "list": {"elementType": {"namedType": "__untyped_atomic_"}, "elementRelationship": "atomic"},
-        "map": {"elementType": {"namedType": "__untyped_atomic_"}, "elementRelationship": "atomic"}}));
-    w.types.push(json!({"name": "__untyped_deduced_", "scalar": "untyped",
-        "list": {"elementType": {"namedType": "__untyped_atomic_"}, "elementRelationship": "atomic"},
-        "map": {"elementType": {"namedType": "__untyped_deduced_"}, "elementRelationship": "separable"}}));
-    let name = top["namedType"].as_str().expect("a named root").to_string();
-    (json!({"types": w.types}), name)
+    let (tops, types) = smd::render(&[root]);
+    let name = tops[0]["namedType"].as_str().expect("a named root").to_string();
+    (smd::for_v4_1(&types), name)
 }
 
-#[derive(Default)]
-struct Writer {
-    types: Vec<Value>,
-    named: HashMap<String, ()>,
-    inline: HashMap<usize, String>,
+/// The schema a Kubernetes 1.`minor` API server builds from its published OpenAPI v3
+/// (`ssa/gen/openapi-smd.json`, by kube-openapi schemaconv's rules), in the language of
+/// Debian's library: what the oracle runs built-in kinds with, so that drover-ssa's table
+/// meets the real server's schema, not its own.
+pub fn spec_schema(minor: u8) -> Value {
+    let extract: Value = serde_json::from_str(include_str!("../../ssa/gen/openapi-smd.json")).expect("the spec extract");
+    smd::for_v4_1(&smd::spec_types(&extract, minor))
 }
 
-impl Writer {
-    fn type_ref(&mut self, t: &Type) -> Value {
-        match t {
-            Type::Scalar(s) => match s {
-                Scalar::Str | Scalar::Bytes => json!({"scalar": "string"}),
-                Scalar::Int | Scalar::Float => json!({"scalar": "numeric"}),
-                Scalar::Bool => json!({"scalar": "boolean"}),
-                Scalar::Quantity | Scalar::IntOrStr | Scalar::Time => json!({"scalar": "untyped"}),
-                Scalar::Untyped => json!({"namedType": "__untyped_atomic_"}),
-            },
-            Type::Deduced => json!({"namedType": "__untyped_deduced_"}),
-            Type::List(e, k) => {
-                let mut l = json!({"elementType": self.type_ref(e)});
-                match k {
-                    ListKind::Atomic => l["elementRelationship"] = json!("atomic"),
-                    ListKind::Set => l["elementRelationship"] = json!("associative"),
-                    ListKind::Keys(keys) => {
-                        l["elementRelationship"] = json!("associative");
-                        l["keys"] = json!(keys.to_vec());
-                    }
-                }
-                json!({"list": l})
-            }
-            Type::Map(e, atomic) => json!({"map": {"elementType": self.type_ref(e), "elementRelationship": if *atomic { "atomic" } else { "separable" }}}),
-            Type::Builtin(name) => {
-                if !self.named.contains_key(*name) {
-                    self.named.insert(name.to_string(), ());
-                    let s = drover_ssa::schema::builtin_struct(name);
-                    self.define(name, &s);
-                }
-                json!({"namedType": name})
-            }
-            Type::Struct(s) => {
-                let key = Arc::as_ptr(s) as usize;
-                let name = match self.inline.get(&key) {
-                    Some(n) => n.clone(),
-                    None => {
-                        let n = format!("inline{}", self.inline.len());
-                        self.inline.insert(key, n.clone());
-                        self.define(&n, s);
-                        n
-                    }
-                };
-                json!({"namedType": name})
-            }
+/// `v` with every array sorted, for comparing objects whose merged lists the real library
+/// and drover-ssa (or two versions of the library) may order differently.
+pub fn canon(v: &Value) -> Value {
+    match v {
+        Value::Array(a) => {
+            let mut items: Vec<Value> = a.iter().map(canon).collect();
+            items.sort_by_key(|i| i.to_string());
+            Value::Array(items)
         }
-    }
-
-    fn define(&mut self, name: &str, s: &Struct) {
-        let slot = self.types.len();
-        self.types.push(Value::Null);
-        let fields: Vec<Value> = s
-            .fields
-            .iter()
-            .map(|f| {
-                let mut v = json!({"name": f.name, "type": self.type_ref(&f.ty)});
-                if let Some(d) = &f.default {
-                    v["default"] = d.clone();
-                }
-                v
-            })
-            .collect();
-        let mut m = json!({"fields": fields});
-        if let Some(rest) = &s.rest {
-            m["elementType"] = self.type_ref(rest);
-        }
-        if s.atomic {
-            m["elementRelationship"] = json!("atomic");
-        }
-        self.types[slot] = json!({"name": name, "map": m});
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), canon(v))).collect()),
+        v => v.clone(),
     }
 }

@@ -17,7 +17,8 @@ scenarios!(
     a_managed_fields_entry_9990_deep_stops_nothing,
     report_mode_names_a_tenants_drift,
     report_mode_names_an_object_it_cannot_compare,
-    a_secret_the_agent_reads_is_never_logged
+    a_secret_the_agent_reads_is_never_logged,
+    an_unlabelled_object_with_a_deep_entry_is_adopted
 );
 
 /// A managedFields entry of the tenant's own, its `fieldsV1` nested `depth` deep, as JSON
@@ -234,4 +235,31 @@ fn a_secret_the_agent_reads_is_never_logged(env: &Env) {
     }
     let s = env.get("secret", "creds").unwrap();
     assert_eq!(s["data"]["password"], "aHVudGVyMi1pbi10aGUtYnVuZGxl", "the bundle's value is back");
+}
+
+/// An object someone made without drover's label (kubectl's client-side apply, a field
+/// the bundle does not set) that a tenant then gave a managedFields entry 200 deep,
+/// named in a new bundle: the LIST does not find it, so the first apply is sent without
+/// a GET and its `200` answer is what drover reads (issues 32 and 36 together). It is
+/// read within bounds, kubectl's fields are folded into drover's entry and the apply
+/// repeated: `adopted`, kubectl's extra field gone, then unchanged.
+fn an_unlabelled_object_with_a_deep_entry_is_adopted(env: &Env) {
+    let ns = env.ns.clone();
+    env.push(&[namespace(&ns)], &[]);
+    env.agent_ok(&[]);
+    let by_hand = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: squatter\n  namespace: {ns}\ndata:\n  value: evil\n  extra: kubectls\n");
+    let out = env.kubectl(&["apply", "-f", "-"], &by_hand);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    tenant_put(env, &ns, "configmaps", "squatter", Some(deep_entry(200)), with_deep);
+
+    env.push(&[namespace(&ns), configmap_in(&ns, "squatter", "good")], &[]);
+    let out = env.agent(&[]);
+    let attempt = env.last_attempt();
+    assert_eq!(out.code, 0, "{}\n{attempt:#}", out.stderr);
+    assert_eq!(Env::action(&attempt, "ConfigMap", "squatter").0, "adopted", "{attempt:#}");
+    let cm = env.get_in(&ns, "configmap", "squatter").unwrap();
+    assert_eq!(cm["data"], json!({"value": "good"}), "kubectl's field the bundle does not set is removed");
+
+    env.agent_ok(&[]);
+    assert_eq!(Env::action(&env.last_attempt(), "ConfigMap", "squatter").0, "unchanged");
 }

@@ -58,12 +58,19 @@ fn two_sources_never_take_each_others_objects(env: &Env) {
 
 fn hand_made_object_is_adopted(env: &Env) {
     env.kubectl_apply(&format!("{}---\n{}", env.namespace(), env.configmap("legacy", "by-hand", &[])));
-    env.push(&[env.namespace(), env.configmap("legacy", "managed", &[]), env.configmap("other", "1", &[])], &[]);
+    // Made by hand with a server-side apply under drover's own field manager, without
+    // drover's label: its only managed-fields entry is drover's apply, yet drover never
+    // made it (the apply that finds it answers 200, not 201).
+    let by_ssa = env.kubectl(&["apply", "--server-side", "--field-manager", "drover", "-f", "-"], &env.configmap("hand-ssa", "by-hand", &[]));
+    assert_eq!(by_ssa.code, 0, "{}", by_ssa.stderr);
+    env.push(&[env.namespace(), env.configmap("legacy", "managed", &[]), env.configmap("hand-ssa", "managed", &[]), env.configmap("other", "1", &[])], &[]);
     env.agent_ok(&[]);
     let attempt = env.last_attempt();
     let (action, message) = Env::action(&attempt, "ConfigMap", "legacy");
     assert_eq!(action, "adopted", "{attempt:#}");
     assert!(message.contains("made by hand or by another tool") && message.contains("prunes it"), "{message}");
+    assert_eq!(Env::action(&attempt, "ConfigMap", "hand-ssa").0, "adopted", "not created: it existed before this apply: {attempt:#}");
+    assert_eq!(Env::action(&attempt, "ConfigMap", "other").0, "created");
     assert_eq!(Env::action(&attempt, "Namespace", &env.ns).0, "adopted");
     let legacy = env.get("configmap", "legacy").unwrap();
     assert_eq!(legacy["data"]["value"], "managed");

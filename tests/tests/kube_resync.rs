@@ -7,7 +7,8 @@
 //!   `--force-conflicts`, a field whose value is back but whose ownership is not, a
 //!   deleted object — is corrected on the next resync and counted as drift;
 //! - an unchanged cluster gets no write at all (the FAKE API server counts requests), and
-//!   1,000 unchanged objects are read with one LIST per kind and namespace (plus pages).
+//!   1,000 unchanged objects are read with one LIST per kind and namespace (plus pages);
+//!   their first apply is one request per object besides those LISTs (no GET each).
 
 mod kube_support;
 
@@ -161,7 +162,7 @@ fn objects(kind: &str, ns: &str, n: usize) -> Vec<String> {
 
 /// The request-counting test (fake only: a real cluster does not count requests for us).
 #[test]
-fn unchanged_resync_of_1000_objects_lists_once_per_kind_and_namespace_and_writes_nothing_fake_only() {
+fn first_apply_sends_one_request_per_object_and_unchanged_resync_lists_once_per_kind_and_namespace_fake_only() {
     let env = Env::new(Cluster::fake(), "resync_requests");
     let fake = env.cluster.fake_server().expect("fake");
     let (a, b, c) = (env.ns.clone(), env.extra_namespace("b"), env.extra_namespace("c"));
@@ -173,10 +174,22 @@ fn unchanged_resync_of_1000_objects_lists_once_per_kind_and_namespace_and_writes
     }
     assert_eq!(docs.len(), 1000);
     env.push(&docs, &[]);
+    fake.reset_request_counts();
+    fake.clear_requests();
     env.agent_ok(&[]);
     let first = env.last_attempt();
     assert_eq!(first["result"], "Applied", "{first:#}");
     assert_eq!(first["objects"].as_array().unwrap().iter().filter(|o| o["action"] == "created").count(), 1000);
+    // The first apply at the physical limit: one request per object besides the LISTs
+    // (the LISTs find nothing; the apply's 201 says each object was created), not a GET
+    // and a PATCH each. The few others: the agent's state record and its Events.
+    let counts = fake.request_counts();
+    println!("requests of the first apply: {:?}", counts.rows());
+    let besides_lists: u64 = counts.rows().iter().filter(|r| r.verb != Verb::List && r.verb != Verb::Watch).map(|r| r.count).sum();
+    assert!(besides_lists <= 1000 + 10, "{besides_lists} requests besides LISTs for 1,000 new objects: {:#?}", counts.rows());
+    let state = format!("/configmaps/{}", state_name(&env.reference));
+    let read: Vec<String> = fake.requests().iter().filter(|r| r.method == "GET" && r.path.contains(&env.ns) && !r.path.ends_with(&state) && r.path.rsplit('/').next().is_some_and(|n| n.contains('-'))).map(|r| r.path.clone()).collect();
+    assert!(read.is_empty(), "new objects read one by one: {:?}", &read[..read.len().min(5)]);
 
     resync_writes_nothing(&env);
     let counts = fake.request_counts();

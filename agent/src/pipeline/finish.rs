@@ -132,6 +132,10 @@ impl Pipeline {
         state.name = self.shared.name.clone();
         state.waiting = self.waiting_on.clone();
         state.last_attempt = Some(summary);
+        let schemas = self.target.schemas();
+        if !schemas.is_empty() {
+            state.schemas = schemas;
+        }
         let mut b = self.unsaved.take().unwrap_or_default();
         b.push(state, attempt.clone());
         let written = b.write(self.store());

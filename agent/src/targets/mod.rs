@@ -431,6 +431,53 @@ pub enum TargetError {
     },
 }
 
+/// Where the kube target took a kind's schema from for its compare (docs/kubernetes.md,
+/// "Which schema"): shown in `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "source")]
+pub enum SchemaSource {
+    /// drover-ssa's built-in table, as the server's Kubernetes minor has it (255: newer
+    /// than every published spec the table holds).
+    Builtin {
+        /// The minor whose answers were used.
+        minor: u8,
+    },
+    /// The CRD the bundle carries.
+    BundleCrd,
+    /// The CRD on the cluster.
+    ClusterCrd,
+    /// The server's own OpenAPI v3 of the kind's group-version.
+    ServerOpenapi,
+    /// None known: every map granular, every list atomic.
+    Deduced,
+}
+
+impl fmt::Display for SchemaSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchemaSource::Builtin { minor: 255 } => f.write_str("built-in (newer than 1.35: the Go API types)"),
+            SchemaSource::Builtin { minor } => write!(f, "built-in (Kubernetes 1.{minor})"),
+            SchemaSource::BundleCrd => f.write_str("the bundle's CRD"),
+            SchemaSource::ClusterCrd => f.write_str("the cluster's CRD"),
+            SchemaSource::ServerOpenapi => f.write_str("the server's OpenAPI"),
+            SchemaSource::Deduced => f.write_str("deduced (no schema: lists atomic)"),
+        }
+    }
+}
+
+/// A kind and where its schema came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KindSchema {
+    /// apiVersion.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Where its schema came from.
+    #[serde(flatten)]
+    pub source: SchemaSource,
+}
+
 /// Writes sent to the API server, by verb.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -472,6 +519,12 @@ pub trait Target: Send + Sync {
     /// the pipeline records the difference per attempt.
     fn writes(&self) -> Option<Writes> {
         None
+    }
+
+    /// Where the schema of each kind compared so far came from (the kube target); shown
+    /// in `status`.
+    fn schemas(&self) -> Vec<KindSchema> {
+        Vec::new()
     }
 
     /// Whether objects of `kind` in `api_version` are cluster-scoped on this target, when

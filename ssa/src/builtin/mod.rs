@@ -1,21 +1,40 @@
-//! The schema of the built-in kinds, generated from the Go API types
-//! (`ssa/gen/builtin.py`, see docs/fake-apiserver.md): for every struct, its fields with
-//! their JSON names, value types, list and map kinds, Go shapes and `+default`s.
+//! The schema of the built-in kinds per Kubernetes minor, generated (`ssa/gen/builtin.py`,
+//! see docs/kubernetes.md) from the published OpenAPI v3 of every supported minor (what
+//! structured-merge-diff uses: list kinds and keys, map and struct atomicity, untyped
+//! values, key defaults; `ssa/gen/openapi-smd.json`) and the Go API types (Go shapes,
+//! `omitempty`, `+default`s): for every struct, its fields with their JSON names, value
+//! types and the minors they hold in.
 
 mod model;
 mod types;
 
-pub use model::{F, G, R, T, Ty};
-pub use types::{KINDS, TYPES};
+pub use model::{F, G, M, R, T, Ty};
+pub use types::{KINDS, NEWEST, OLDEST, TYPES};
+
+/// The minor standing for every minor after [`NEWEST`]: the Go API types decide.
+pub const NEWER: u8 = 255;
+
+/// The minor the table answers for a server of 1.`minor`: before [`OLDEST`] as
+/// [`OLDEST`] (unsupported, best effort), after [`NEWEST`] as [`NEWER`].
+pub const fn known_minor(minor: u8) -> u8 {
+    if minor > NEWEST {
+        NEWER
+    } else if minor < OLDEST {
+        OLDEST
+    } else {
+        minor
+    }
+}
 
 /// The struct type named `name`.
 pub fn find(name: &str) -> Option<&'static T> {
     TYPES.binary_search_by(|t| t.name.cmp(name)).ok().map(|i| &TYPES[i])
 }
 
-/// The type name of a built-in kind.
-pub fn kind_type(api_version: &str, kind: &str) -> Option<&'static str> {
-    KINDS.iter().find(|(av, k, _)| *av == api_version && *k == kind).map(|(_, _, t)| *t)
+/// The type name of a built-in kind that a server of 1.`minor` serves.
+pub fn kind_type(minor: u8, api_version: &str, kind: &str) -> Option<&'static str> {
+    let minor = known_minor(minor);
+    KINDS.iter().find(|(av, k, _, m)| *av == api_version && *k == kind && m.holds(minor)).map(|(_, _, t, _)| *t)
 }
 
 /// Built-in kinds whose `status` is a subresource: an apply or update of the object
@@ -48,6 +67,8 @@ pub const STATUS_SUBRESOURCE: &[(&str, &str)] = &[
     ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema"),
     ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration"),
     ("storage.k8s.io/v1", "VolumeAttachment"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+    ("resource.k8s.io/v1", "DeviceTaintRule"),
 ];
 
 #[cfg(test)]
@@ -59,7 +80,7 @@ mod tests {
         assert!(TYPES.windows(2).all(|w| w[0].name < w[1].name), "binary search needs the order");
         fn check(ty: &Ty) {
             match ty {
-                Ty::Named(n) => assert!(find(n).is_some(), "{n}"),
+                Ty::Named(n) | Ty::NamedAs(n, _) => assert!(find(n).is_some(), "{n}"),
                 Ty::List(e, _) | Ty::Map(e, _) => check(e),
                 _ => {}
             }
@@ -69,6 +90,8 @@ mod tests {
                 check(&f.ty);
             }
         }
-        assert_eq!(kind_type("apps/v1", "Deployment"), Some("io.k8s.api.apps.v1.Deployment"));
+        assert_eq!(kind_type(30, "apps/v1", "Deployment"), Some("io.k8s.api.apps.v1.Deployment"));
+        assert_eq!(kind_type(33, "resource.k8s.io/v1", "DeviceClass"), None, "GA in 1.34");
+        assert_eq!(kind_type(34, "resource.k8s.io/v1", "DeviceClass"), Some("io.k8s.api.resource.v1.DeviceClass"));
     }
 }

@@ -1,13 +1,33 @@
-//! The shape of the generated table: struct types, fields, value types, list kinds and
-//! Go shapes.
+//! The shape of the generated table: struct types, fields, value types, list kinds, Go
+//! shapes, and the Kubernetes minors each of them holds in.
+
+/// The server minors a row holds in: `1.lo` to `1.hi`, inclusive. `lo` 0 stands for every
+/// minor up to the oldest published OpenAPI the table was checked against
+/// ([`super::OLDEST`]), `hi` 255 for every minor after the newest ([`super::NEWEST`]),
+/// where the Go API types the table was generated from decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct M(pub u8, pub u8);
+
+impl M {
+    /// Every minor.
+    pub const ALL: M = M(0, 255);
+    /// No minor.
+    pub const NONE: M = M(1, 0);
+
+    /// Whether `minor` (as [`super::known_minor`] gives it) is in the range.
+    pub const fn holds(self, minor: u8) -> bool {
+        self.0 <= minor && minor <= self.1
+    }
+}
 
 /// A struct type.
 #[derive(Debug)]
 pub struct T {
     /// Schema name (`io.k8s.api.apps.v1.Deployment`).
     pub name: &'static str,
-    /// `+structType=atomic`: owned and replaced as one value.
-    pub atomic: bool,
+    /// The minors in which it is owned and replaced as one value
+    /// (`x-kubernetes-map-type: atomic`, `+structType=atomic`).
+    pub atomic: M,
     /// Its fields, inlined ones flattened.
     pub fields: &'static [F],
 }
@@ -23,8 +43,12 @@ pub struct F {
     pub go: G,
     /// `omitempty`.
     pub omit: bool,
-    /// `+default=` as JSON.
+    /// The default as JSON: a list key's default from the published OpenAPI (what
+    /// structured-merge-diff reads for a missing key), else the Go `+default=`.
     pub def: Option<&'static str>,
+    /// The minors that have the field with this type and default (a field whose type
+    /// changed between minors has one row per type).
+    pub m: M,
 }
 
 /// A value type.
@@ -46,12 +70,16 @@ pub enum Ty {
     IntOrStr,
     /// `metav1.Time`: an RFC 3339 string, `null` when zero
     Time,
-    /// any scalar (`JSON`, `FieldsV1`): atomic
+    /// any value, owned as one (`RawExtension`: schemaconv's `__untyped_atomic_`)
     Untyped,
-    /// anything, its shape deduced from the value (`RawExtension`)
+    /// any value, maps granular and lists atomic (`JSON`, `JSONSchemaPropsOrArray`:
+    /// schemaconv's `__untyped_deduced_`)
     Deduced,
     /// a struct type by name
     Named(&'static str),
+    /// a struct type by name whose atomicity this field overrides (true: atomic;
+    /// `PersistentVolumeSpec.claimRef` is a granular `ObjectReference`)
+    NamedAs(&'static str, bool),
     /// a list
     List(&'static Ty, R),
     /// `map[string]X`; true when `+mapType=atomic`

@@ -5,7 +5,8 @@
 //
 // Input (stdin, JSON): {"schema": "<SMD schema YAML>", "type": "<type name>",
 // "cases": [{"ops": [{"op": "apply"|"update", "manager": "m", "object": {...},
-// "force": true}]}]}. Output (stdout, JSON): per case {"object": ..., "managers":
+// "force": true}]}]} (op "set": the object becomes `object` and no manager's fields
+// change, as when the server fills in defaults, which nobody owns). Output (stdout, JSON): per case {"object": ..., "managers":
 // {"m": <fieldsV1>}, "errors": [null | "message" per op]}. An op that fails changes
 // nothing.
 package main
@@ -73,6 +74,11 @@ func main() {
 			obj, err := pt.FromUnstructured(o.Object)
 			if err != nil {
 				fail(fmt.Errorf("%s: %v", o.Manager, err))
+			}
+			if o.Op == "set" {
+				live = obj
+				errs = append(errs, nil)
+				continue
 			}
 			var next *typed.TypedValue
 			var mf fieldpath.ManagedFields

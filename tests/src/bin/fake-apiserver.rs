@@ -28,6 +28,9 @@ struct Args {
     /// Time before a new CRD is Established, e.g. 1s.
     #[arg(long, value_parser = humantime_like, default_value = "0ms")]
     crd_delay: Duration,
+    /// The Kubernetes minor to play (1.MINOR): its built-in kinds and their schemas.
+    #[arg(long, default_value_t = drover_tests::fakekube::DEFAULT_MINOR)]
+    minor: u8,
 }
 
 /// Parses `250ms`, `2s` or a plain number of milliseconds.
@@ -54,6 +57,7 @@ fn main() -> anyhow::Result<()> {
         rollout,
         rollout_delay: args.rollout_delay,
         crd_delay: args.crd_delay,
+        minor: args.minor,
     })
     .with_context(|| format!("starting the fake API server on 127.0.0.1:{}", args.port))?;
     server

@@ -24,6 +24,8 @@ pub struct FakeOptions {
     pub rollout_delay: Duration,
     /// How long a new CRD waits before it is Established (default 0).
     pub crd_delay: Duration,
+    /// The Kubernetes minor it plays (default [`store::DEFAULT_MINOR`]).
+    pub minor: u8,
 }
 
 impl Default for FakeOptions {
@@ -33,6 +35,7 @@ impl Default for FakeOptions {
             rollout: RolloutMode::Ready,
             rollout_delay: Duration::ZERO,
             crd_delay: Duration::ZERO,
+            minor: store::DEFAULT_MINOR,
         }
     }
 }
@@ -72,6 +75,7 @@ impl FakeApiServer {
             rollout_overrides: HashMap::new(),
             rollout_delay: opts.rollout_delay,
             crd_delay: opts.crd_delay,
+            minor: opts.minor,
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(settings)),
@@ -145,6 +149,12 @@ impl FakeApiServer {
     /// How long a `Ready` rollout shows Progressing before it is ready.
     pub fn set_rollout_delay(&self, delay: Duration) {
         self.shared.state().settings.rollout_delay = delay;
+    }
+
+    /// Serves an aggregated API (`POST /fake/apis`): the resource `res` with the OpenAPI v3
+    /// document `openapi` (its `components.schemas`), which also manages its objects.
+    pub fn add_aggregated_api(&self, res: super::resources::ResourceInfo, openapi: serde_json::Value) {
+        self.shared.state().apis.push((res, openapi));
     }
 
     /// How long new CRDs wait before they are Established (and served).

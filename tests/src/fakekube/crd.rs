@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 /// The built-in CRD resource.
 pub fn crd_res() -> ResourceInfo {
-    resources::builtin()
+    resources::builtin(drover_ssa::builtin::NEWEST)
         .into_iter()
         .find(|r| r.plural == "customresourcedefinitions")
         .expect("crd resource")

@@ -17,12 +17,12 @@ pub fn wants_aggregated(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2"))
 }
 
-/// `/version`.
-pub fn version() -> Value {
+/// `/version` of a server of 1.`minor`.
+pub fn version(minor: u8) -> Value {
     json!({
-        "major": "1", "minor": "34", "gitVersion": "v1.34.0-fake", "gitCommit": "fake", "gitTreeState": "clean",
+        "major": "1", "minor": minor.to_string(), "gitVersion": format!("v1.{minor}.0-fake"), "gitCommit": "fake", "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64",
-        "emulationMajor": "1", "emulationMinor": "34", "minCompatibilityMajor": "1", "minCompatibilityMinor": "33"
+        "emulationMajor": "1", "emulationMinor": minor.to_string(), "minCompatibilityMajor": "1", "minCompatibilityMinor": (minor - 1).to_string()
     })
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP side of the test hooks: the `/fake/` endpoints (error rules, request log and
-//! counts, rollout modes, CRD delay, status writes, the stored objects), for tests that
-//! run the `fake-apiserver` binary.
+//! counts, rollout modes, CRD delay, status writes, the stored objects, aggregated APIs
+//! with their OpenAPI: `POST /fake/apis {group, version, kind, plural, namespaced,
+//! statusSubresource, openapi}`), for tests that run the `fake-apiserver` binary.
 
 use super::hooks::ErrorRule;
 use super::reply::{error_response, json_response};
@@ -37,6 +38,23 @@ pub(crate) fn fake_hook(
         }
         ("DELETE", ["request-counts"]) => {
             shared.hooks().counts.reset();
+            Ok(json!({}))
+        }
+        ("POST", ["apis"]) => {
+            let b = body()?;
+            let text = |k: &str| b[k].as_str().map(str::to_string).ok_or_else(|| ApiError::bad_request(format!("an aggregated API needs {k:?}")));
+            let res = super::resources::ResourceInfo {
+                group: text("group")?,
+                version: text("version")?,
+                kind: text("kind")?,
+                plural: text("plural")?,
+                singular: text("kind")?.to_lowercase(),
+                namespaced: b["namespaced"].as_bool().unwrap_or(true),
+                short_names: Vec::new(),
+                status_subresource: b["statusSubresource"].as_bool().unwrap_or(false),
+                custom: false,
+            };
+            shared.state().apis.push((res, b["openapi"].clone()));
             Ok(json!({}))
         }
         ("GET", ["errors"]) => Ok(serde_json::to_value(&shared.hooks().rules).unwrap_or_default()),

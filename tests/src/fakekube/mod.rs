@@ -40,6 +40,7 @@ pub mod watch;
 pub mod writes;
 
 pub use apiserver::{kubeconfig_yaml, FakeApiServer, FakeOptions};
+pub use store::DEFAULT_MINOR;
 pub use counts::{CountRow, RequestCounts, Verb};
 pub use env::KubeEnv;
 pub use hooks::{ErrorRule, RequestRecord};

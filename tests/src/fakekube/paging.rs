@@ -71,6 +71,7 @@ mod tests {
             rollout_overrides: Default::default(),
             rollout_delay: Default::default(),
             crd_delay: Default::default(),
+            minor: super::super::store::DEFAULT_MINOR,
         };
         let state = State::new(settings);
         let res = state.resolve("", "v1", "configmaps").unwrap();

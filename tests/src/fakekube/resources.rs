@@ -1,5 +1,6 @@
 //! The resource types the FAKE API server serves: a fixed table of built-in resources
-//! plus the resources that Established CustomResourceDefinitions add.
+//! (those the Kubernetes minor it plays serves, by drover-ssa's table of the published
+//! specs) plus the resources that Established CustomResourceDefinitions add.
 
 use serde_json::Value;
 
@@ -335,12 +336,21 @@ const BUILTIN: &[BuiltinRow] = &[
         &[],
         true,
     ),
+    // Dynamic resource allocation, GA in 1.34.
+    ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", false, &[], false),
+    ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", true, &[], true),
+    ("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", true, &[], false),
+    ("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", false, &[], false),
 ];
 
-/// The built-in resources.
-pub fn builtin() -> Vec<ResourceInfo> {
+/// The built-in resources a server of 1.`minor` serves.
+pub fn builtin(minor: u8) -> Vec<ResourceInfo> {
     BUILTIN
         .iter()
+        .filter(|(g, v, k, ..)| {
+            let av = if g.is_empty() { v.to_string() } else { format!("{g}/{v}") };
+            drover_ssa::builtin::kind_type(minor, &av, k).is_some()
+        })
         .map(|(g, v, k, p, ns, short, st)| ResourceInfo {
             group: g.to_string(),
             version: v.to_string(),

@@ -29,15 +29,15 @@ pub(crate) enum Route {
 pub(crate) fn route(state: &State, segs: &[&str], accept: &str) -> Result<Route, ApiError> {
     let all: Vec<&ResourceInfo> = state.all_resources().collect();
     let (group, version, rest) = match segs {
-        ["version"] => return Ok(Route::Doc(discovery::version())),
+        ["version"] => return Ok(Route::Doc(discovery::version(state.settings.minor))),
         ["openapi", "v3"] => return Ok(Route::Doc(openapi::root(&all))),
         ["openapi", "v3", "api", v] => {
-            return openapi::group_version(&all, "", v)
+            return openapi::group_version(state, "", v)
                 .map(Route::Doc)
                 .ok_or_else(ApiError::no_route)
         }
         ["openapi", "v3", "apis", g, v] => {
-            return openapi::group_version(&all, g, v)
+            return openapi::group_version(state, g, v)
                 .map(Route::Doc)
                 .ok_or_else(ApiError::no_route)
         }

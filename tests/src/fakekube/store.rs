@@ -25,6 +25,9 @@ pub enum Deferred {
     Rollout(Key, i64),
 }
 
+/// The Kubernetes minor the fake plays unless told otherwise.
+pub const DEFAULT_MINOR: u8 = 34;
+
 /// Knobs tests turn.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -36,6 +39,9 @@ pub struct Settings {
     pub rollout_delay: Duration,
     /// Time before a new CRD becomes Established.
     pub crd_delay: Duration,
+    /// The Kubernetes minor this server is (`/version`): the built-in kinds it serves and
+    /// their schemas are that release's.
+    pub minor: u8,
 }
 
 /// Who writes and how.
@@ -64,6 +70,9 @@ pub struct State {
     pub builtin: Vec<ResourceInfo>,
     /// Resources of Established CRDs.
     pub custom: Vec<ResourceInfo>,
+    /// Aggregated APIs (`POST /fake/apis`): each resource with the OpenAPI v3 document
+    /// its server would serve, which is also the schema its objects are managed with.
+    pub apis: Vec<(ResourceInfo, Value)>,
     /// Test knobs.
     pub settings: Settings,
     /// Deferred work queued by the last operations.
@@ -108,8 +117,9 @@ impl State {
         let mut s = State {
             rv: 0,
             objects: BTreeMap::new(),
-            builtin: resources::builtin(),
+            builtin: resources::builtin(settings.minor),
             custom: Vec::new(),
+            apis: Vec::new(),
             settings,
             pending: Vec::new(),
             watchers: Watchers::new(),
@@ -131,7 +141,12 @@ impl State {
 
     /// Every served resource (built-in, then custom).
     pub fn all_resources(&self) -> impl Iterator<Item = &ResourceInfo> {
-        self.builtin.iter().chain(self.custom.iter())
+        self.builtin.iter().chain(self.custom.iter()).chain(self.apis.iter().map(|(r, _)| r))
+    }
+
+    /// The OpenAPI document of an aggregated API's resource `r`.
+    pub fn aggregated_openapi(&self, r: &ResourceInfo) -> Option<&Value> {
+        self.apis.iter().find(|(a, _)| a == r).map(|(_, doc)| doc)
     }
 
     /// The resource served at group/version/plural.

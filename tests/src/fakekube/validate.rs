@@ -232,7 +232,7 @@ mod tests {
     use serde_json::json;
 
     fn res(plural: &str) -> ResourceInfo {
-        builtin().into_iter().find(|r| r.plural == plural).unwrap()
+        builtin(drover_ssa::builtin::NEWEST).into_iter().find(|r| r.plural == plural).unwrap()
     }
 
     #[test]

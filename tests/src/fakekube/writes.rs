@@ -18,9 +18,15 @@ impl State {
     /// The schema objects of `res` are managed with: the built-in table, or the CRD.
     pub(crate) fn schema(&self, res: &ResourceInfo) -> Schema {
         if !res.custom {
-            if let Some(s) = Schema::builtin(&res.api_version(), &res.kind) {
+            if let Some(s) = Schema::builtin_at(self.settings.minor, &res.api_version(), &res.kind) {
                 return s;
             }
+        }
+        if let Some(mut s) = self.aggregated_openapi(res).and_then(|doc| drover_ssa::openapi::schema_for(doc, &res.api_version(), &res.kind, self.settings.minor)) {
+            // What the server serves decides (the `…/status` paths of the document it
+            // publishes are made from the same registration).
+            s.status_subresource = res.status_subresource;
+            return s;
         }
         let crd = self.objects.iter().find(|(k, o)| {
             k.0 == "apiextensions.k8s.io" && k.1 == "customresourcedefinitions" && o["spec"]["group"] == res.group.as_str() && o["spec"]["names"]["plural"] == res.plural.as_str()

@@ -7,15 +7,17 @@
 //! their API group from the discovery cache so the next groups can use the new kinds.
 //!
 //! Reading before the apply: one LIST (label `app.kubernetes.io/managed-by=drover`, paged
-//! by [`super::list::PAGE`] with `limit`/`continue`, parsed one item at a time) per kind and namespace of the group, and a GET for
-//! objects not in it (new, deleted, or not labelled: drover's label was removed or never
-//! there). Each live object of this source is compared with the apply body
+//! by [`super::list::PAGE`] with `limit`/`continue`, parsed one item at a time) per kind
+//! and namespace of the group. An object not in a LIST that completed is new or not
+//! drover's: it is applied without being read ([`super::unlisted`]: the apply's `201`
+//! says it was created), so a first apply of N objects is N PATCHes and the LISTs; only
+//! an object whose LIST failed is read with a GET. Each live object of this source is compared with the apply body
 //! ([`super::compare`]): when a forced apply by drover's field manager would change
 //! neither the object nor anyone's fields, the object is `unchanged` and not sent at
 //! all, so a resync of an unchanged cluster writes nothing, and a new bundle writes only
 //! the objects whose content changed (objects do not carry the bundle digest). An object
 //! being deleted is `terminating` and not sent. An object holding fields kubectl left
-//! (adoption) first gets them folded into drover's own entry ([`fold_adopted`]).
+//! (adoption) first gets them folded into drover's own entry ([`adopt::fold_adopted`]).
 //!
 //! Change detection of what is sent: the `resourceVersion` read before is compared with
 //! the one the apply returns. The API server does not write (and does not bump
@@ -32,10 +34,12 @@ use futures::stream::{self, StreamExt};
 use kube::api::PatchParams;
 use serde_json::{json, Value};
 
+use super::adopt;
 use super::compare;
 use super::discovery::{ResolveError, Resolved};
 use super::schemas::{self, Schemas};
 use super::list;
+use super::unlisted::{self, Unlisted};
 use super::owner::{adopted_message, conflict_message, owner_of, Owner};
 use super::read;
 use super::wait::{check_object, Check};
@@ -50,7 +54,7 @@ type Resolutions = HashMap<(String, String), Result<Resolved, ResolveError>>;
 /// What the apply needs to know about a live object: its version, its owner, whether
 /// applying the body would change nothing (or why that cannot be told), whether it is
 /// being deleted, and the managed fields to write first when drover takes over what
-/// kubectl left ([`fold_adopted`]).
+/// kubectl left ([`adopt::fold_adopted`]).
 #[derive(Debug, Clone)]
 struct Live {
     resource_version: String,
@@ -88,7 +92,7 @@ impl Judge {
     fn read(&self, live: drover_ssa::live::Live, body: &Value) -> Live {
         let owner = owner_of(&live.object, &self.source);
         let terminating = super::wait::terminating(&live.object).map(|m| format!("{m}: not applied; recreated once it is gone"));
-        let fold = (!matches!(owner, Owner::Other(_))).then(|| fold_adopted(&live, &self.field_manager)).flatten();
+        let fold = (!matches!(owner, Owner::Other(_))).then(|| adopt::fold_adopted(&live, &self.field_manager)).flatten();
         let resource_version = live.resource_version().to_string();
         let change = (owner == Owner::This).then(|| {
             // A large object's compare holds several times its read: one at a time.
@@ -106,48 +110,19 @@ impl Judge {
     }
 }
 
-/// The managed fields `live` should have before drover's apply when it holds entries of
-/// [`compare::ADOPTED_MANAGERS`] (what `kubectl create/apply` and clients older than
-/// server-side apply left): their fields join drover's own Apply entry, so the apply
-/// that follows removes every field of theirs the bundle does not set, as Flux does.
-/// None when there is nothing to fold (or the entries cannot be read).
-fn fold_adopted(live: &drover_ssa::live::Live, manager: &str) -> Option<String> {
-    let leftovers = compare::leftover_managers(live);
-    if leftovers.is_empty() {
-        return None;
-    }
-    let entries = live.entries.as_ref().ok()?;
-    let mut mine: Option<drover_ssa::server::Entry> = None;
-    let mut kept = Vec::new();
-    let mut taken = drover_ssa::fieldpath::Set::new();
-    for e in entries {
-        if e.subresource.is_none() && leftovers.contains(&e.manager) {
-            taken.extend(&e.set);
-        } else if e.manager == manager && e.operation == "Apply" && e.subresource.is_none() {
-            mine = Some(e.clone());
-        } else {
-            kept.push(e.clone());
-        }
-    }
-    let api_version = live.object["apiVersion"].as_str().unwrap_or_default().to_string();
-    let mut mine = mine.unwrap_or(drover_ssa::server::Entry {
-        manager: manager.into(),
-        operation: "Apply".into(),
-        api_version,
-        time: live.object.pointer("/metadata/creationTimestamp").and_then(Value::as_str).map(str::to_string),
-        subresource: None,
-        set: drover_ssa::fieldpath::Set::new(),
-    });
-    mine.set.extend(&taken);
-    kept.push(mine);
-    Some(drover_ssa::server::entries_json(&kept))
-}
-
 /// (apiVersion, kind, namespace): what one LIST reads.
 type ListKey = (String, String, Option<String>);
 
-/// The live state by name of drover's objects, per (apiVersion, kind, namespace).
-type Known = HashMap<ListKey, HashMap<String, Live>>;
+/// What one LIST found: the live state by name of the group's objects in it, and whether
+/// it read every page (an object not in a complete LIST is not drover's, or new).
+#[derive(Default)]
+struct Listed {
+    live: HashMap<String, Live>,
+    complete: bool,
+}
+
+/// The LISTs of a group, per (apiVersion, kind, namespace).
+type Known = HashMap<ListKey, Listed>;
 
 fn known_key(o: &PlannedObject, res: &Resolved) -> ListKey {
     (o.id.api_version.clone(), o.id.kind.clone(), if res.namespaced { o.id.namespace.clone() } else { None })
@@ -155,7 +130,7 @@ fn known_key(o: &PlannedObject, res: &Resolved) -> ListKey {
 
 /// One labelled LIST (paged) per (kind, namespace) of the group, at most `concurrency`
 /// at a time. Only the verdicts on the group's objects are kept, page by page. A LIST
-/// that fails leaves its (remaining) objects to individual GETs.
+/// that fails leaves the objects it did not find to individual GETs.
 async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, resolved: &Resolutions, schemas: &Schemas) -> Known {
     let mut wanted: HashMap<ListKey, (&Resolved, HashMap<&str, &PlannedObject>)> = HashMap::new();
     for o in &group.objects {
@@ -173,7 +148,7 @@ async fn list_known(t: &KubeTarget, req: &ApplyRequest, group: &OrderGroup, reso
     stream::iter(futs).buffer_unordered(t.opts.concurrency.max(1)).collect().await
 }
 
-async fn list_one(t: &KubeTarget, key: ListKey, res: &Resolved, objects: HashMap<String, PlannedObject>, judge: Judge) -> (ListKey, HashMap<String, Live>) {
+async fn list_one(t: &KubeTarget, key: ListKey, res: &Resolved, objects: HashMap<String, PlannedObject>, judge: Judge) -> (ListKey, Listed) {
     let selector = format!("{}={}", media::LABEL_MANAGED_BY, media::MANAGED_BY_VALUE);
     let objects = std::sync::Arc::new(objects);
     let found = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
@@ -191,11 +166,15 @@ async fn list_one(t: &KubeTarget, key: ListKey, res: &Resolved, objects: HashMap
             })
         })
     };
-    if let Err(f) = list::for_each_page(t, res, key.2.as_deref(), &selector, page).await {
-        tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
-    }
-    let found = std::mem::take(&mut *found.lock().expect("verdicts lock"));
-    (key, found)
+    let complete = match list::for_each_page(t, res, key.2.as_deref(), &selector, page).await {
+        Ok(()) => true,
+        Err(f) => {
+            tracing::debug!(kind = %key.1, error = %f, "LIST before apply failed; reading the rest one by one");
+            false
+        }
+    };
+    let live = std::mem::take(&mut *found.lock().expect("verdicts lock"));
+    (key, Listed { live, complete })
 }
 
 /// Applies every group in order. An object that fails is that object's outcome: the
@@ -242,7 +221,7 @@ pub(super) async fn known_unchanged(t: &KubeTarget, req: &ApplyRequest, group: &
         .objects
         .iter()
         .map(|o| match resolved.get(&(o.id.api_version.clone(), o.id.kind.clone())) {
-            Some(Ok(res)) => known.get(&known_key(o, res)).and_then(|m| m.get(&o.id.name)).is_some_and(|l| l.unchanged),
+            Some(Ok(res)) => known.get(&known_key(o, res)).and_then(|m| m.live.get(&o.id.name)).is_some_and(|l| l.unchanged),
             _ => false,
         })
         .collect()
@@ -279,7 +258,20 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     // async thread (a 1 MiB object takes a debug build a second).
     let (source, namespaced) = (req.source.clone(), res.namespaced);
     let parse = move |o: PlannedObject| o.value().map(|v| desired(v, &source, namespaced));
-    let listed = known.get(&known_key(obj, res)).and_then(|m| m.get(&id.name)).cloned();
+    let list = known.get(&known_key(obj, res));
+    let listed = list.and_then(|l| l.live.get(&id.name)).cloned();
+    // Not in a LIST that read every page: new, or not drover's; applied without a GET.
+    let mut sent_body = None;
+    if listed.is_none() && list.is_some_and(|l| l.complete) {
+        let body = match body_text(obj, parse.clone()).await {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
+        match unlisted::apply(t, req, res, id, &body).await {
+            Unlisted::Done(outcome) => return (outcome, true),
+            Unlisted::ReadFirst => sent_body = Some(body),
+        }
+    }
     let before = match listed {
         Some(live) => Some(live),
         None => match read::get_text(t, res, id.namespace.as_deref(), &id.name).await {
@@ -306,19 +298,17 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         _ => {}
     }
     let ns = id.namespace.as_deref();
-    if let Some(fields) = before.as_ref().and_then(|l| l.fold.as_ref()) {
-        let rv = before.as_ref().map(|l| l.resource_version.clone()).unwrap_or_default();
-        // Written as text: the entries go back as they are, however deep.
-        let text = format!("{{\"metadata\":{{\"resourceVersion\":{},\"managedFields\":{fields}}}}}", Value::String(rv));
-        let params = PatchParams { field_manager: Some(req.field_manager.clone()), ..Default::default() };
-        if let Err(f) = read::patch_text(t, res, ns, &id.name, &params, false, &text).await {
+    if let Some(l @ Live { fold: Some(fields), .. }) = &before {
+        if let Err(f) = adopt::take_over(t, res, ns, &id.name, &req.field_manager, &l.resource_version, fields).await {
             return (ObjectOutcome::with(id.clone(), Action::Failed, format!("taking over the fields kubectl left (managedFields): {f}")), true);
         }
     }
-    let o = obj.clone();
-    let body = match crate::offload::off_thread(move || parse(o).and_then(|b| serde_json::to_string(&b).map_err(|e| e.to_string()))).await {
-        Ok(b) => b,
-        Err(e) => return fail(e),
+    let body = match sent_body {
+        Some(b) => b,
+        None => match body_text(obj, parse).await {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        },
     };
     let mut params = PatchParams::apply(&req.field_manager);
     if t.opts.force {
@@ -344,6 +334,12 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
         Err(f) => ObjectOutcome::with(id.clone(), Action::Failed, f.message),
     };
     (outcome, true)
+}
+
+/// The apply body of `obj` (`parse` makes it) as JSON text, made off the async thread.
+async fn body_text(obj: &PlannedObject, parse: impl FnOnce(PlannedObject) -> Result<Value, String> + Send + 'static) -> Result<String, String> {
+    let o = obj.clone();
+    crate::offload::off_thread(move || parse(o).and_then(|b| serde_json::to_string(&b).map_err(|e| e.to_string()))).await
 }
 
 /// The apply body: the bundle's object with drover's label and source annotation, without

@@ -5,6 +5,7 @@
 //! modules take a [`KubeTarget`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -135,6 +136,9 @@ impl KubeCluster {
             records: self.records.clone(),
             writes,
             events: self.events.clone(),
+            minor: AtomicU8::new(0),
+            openapi: Default::default(),
+            sources: Default::default(),
         })
     }
 }
@@ -157,7 +161,17 @@ pub struct KubeTarget {
     pub(super) writes: WriteCounter,
     /// The Events about the sources ([`super::events`]), with the agent's identity.
     pub(super) events: Arc<super::events::Recorder>,
+    /// The server's Kubernetes minor (`/version`, read by every probe; 0 until read).
+    minor: AtomicU8,
+    /// Schemas from the server's OpenAPI, per group-version ([`super::schemas`]).
+    pub(super) openapi: OpenApiCache,
+    /// Where each kind's schema came from ([`super::schemas`]), for `status`.
+    sources: Mutex<std::collections::BTreeMap<(String, String), crate::targets::SchemaSource>>,
 }
+
+/// The schemas one group-version's OpenAPI document gave, by kind (None: the server
+/// serves no OpenAPI for it, or reading it failed).
+pub(super) type OpenApiCache = tokio::sync::Mutex<HashMap<String, Option<Arc<HashMap<String, drover_ssa::Schema>>>>>;
 
 impl KubeTarget {
     /// Connects a target of its own (one source): [`KubeCluster::connect`], then
@@ -166,12 +180,58 @@ impl KubeTarget {
         KubeCluster::connect(&opts.state_namespace, opts.retry).await?.target(opts)
     }
 
-    /// One cheap request (`/api`): fails with [`TargetError::Unavailable`] when the API
-    /// server cannot be reached, before anything is attempted.
+    /// One cheap request (`/version`): fails with [`TargetError::Unavailable`] when the
+    /// API server cannot be reached, before anything is attempted; learns the server's
+    /// Kubernetes minor, which decides the schemas of the compare ([`super::schemas`]).
     pub(super) async fn probe(&self) -> Result<(), TargetError> {
-        with_retry(&self.opts.retry, || self.client.list_core_api_versions())
+        let info = with_retry(&self.opts.retry, || self.client.apiserver_version())
             .await
-            .map(|_| ())
-            .map_err(|f| TargetError::Unavailable(format!("Kubernetes API at {}: {f}", self.cluster)))
+            .map_err(|f| TargetError::Unavailable(format!("Kubernetes API at {}: {f}", self.cluster)))?;
+        let minor = server_minor(&info.major, &info.minor);
+        if self.minor.swap(minor, Ordering::Relaxed) != minor {
+            tracing::info!(version = %info.git_version, minor, "Kubernetes API server version");
+        }
+        Ok(())
+    }
+
+    /// The server's Kubernetes minor as the last probe read it; 255 (newer than every
+    /// table) until then or when `/version` does not say.
+    pub(super) fn minor(&self) -> u8 {
+        match self.minor.load(Ordering::Relaxed) {
+            0 => drover_ssa::builtin::NEWER,
+            m => m,
+        }
+    }
+
+    /// Notes where the schema of (`api_version`, `kind`) came from.
+    pub(super) fn note_schema(&self, api_version: &str, kind: &str, source: crate::targets::SchemaSource) {
+        self.sources.lock().expect("schema sources").insert((api_version.to_string(), kind.to_string()), source);
+    }
+
+    /// Where the schema of each kind compared so far came from.
+    pub(super) fn schema_sources(&self) -> Vec<crate::targets::KindSchema> {
+        let sources = self.sources.lock().expect("schema sources");
+        sources.iter().map(|((av, k), s)| crate::targets::KindSchema { api_version: av.clone(), kind: k.clone(), source: *s }).collect()
+    }
+}
+
+/// The minor of a `/version` answer (`"1"`, `"30"`; providers append `+`: `"30+"`); 255
+/// when it is not a 1.x version.
+fn server_minor(major: &str, minor: &str) -> u8 {
+    let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
+    match (major.trim_end_matches('+'), digits.parse::<u8>()) {
+        ("1", Ok(m)) if m > 0 => m,
+        _ => drover_ssa::builtin::NEWER,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn server_minor_of_version_answers() {
+        assert_eq!(super::server_minor("1", "30"), 30);
+        assert_eq!(super::server_minor("1", "29+"), 29, "EKS and GKE append +");
+        assert_eq!(super::server_minor("1", ""), 255);
+        assert_eq!(super::server_minor("2", "0"), 255);
     }
 }

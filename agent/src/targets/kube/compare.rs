@@ -84,7 +84,8 @@ mod tests {
 
     fn schema_of(obj: &Value) -> Schema {
         let av = obj["apiVersion"].as_str().unwrap();
-        Schema::builtin(av, obj["kind"].as_str().unwrap()).unwrap_or_else(|| {
+        // The scenarios were recorded with the schema of Kubernetes 1.30.
+        Schema::builtin_at(30, av, obj["kind"].as_str().unwrap()).unwrap_or_else(|| {
             let crd: Value = serde_json::from_str(include_str!("../../../../tests/fixtures/kube-fidelity/widget-crd.json")).unwrap();
             drover_ssa::crd::schema_for(&crd, av.split_once('/').unwrap().1).unwrap()
         })

@@ -4,12 +4,14 @@
 //!
 //! Data flow inside the target: `cluster` (clients, options, probe) → `discovery` (kind →
 //! resource) → `list` (paged LISTs read one item at a time) → `apply` (ownership, `compare`: skip what is already as desired, SSA,
+//! `unlisted`: what the LISTs did not find is applied without a GET,
 //! change detection, CRDs Established) → `wait` (health rules) → `contents` (what
 //! deleting a Namespace takes with it) → `prune` (ownership, phases); `dryrun` what apply
 //! and prune would do (`drover-agent plan`); `owner` is the one ownership rule, `state`
 //! the in-cluster copy of the agent's record, `events` the Events about its attempts,
 //! `retry` classifies API errors and retries transient ones.
 
+pub mod adopt;
 pub mod apply;
 pub mod cluster;
 pub mod compare;
@@ -25,6 +27,7 @@ pub mod read;
 pub mod retry;
 pub mod schemas;
 pub mod state;
+pub mod unlisted;
 pub mod wait;
 pub mod writes;
 
@@ -45,6 +48,10 @@ impl Target for KubeTarget {
 
     fn writes(&self) -> Option<crate::targets::Writes> {
         Some(self.writes.total())
+    }
+
+    fn schemas(&self) -> Vec<crate::targets::KindSchema> {
+        self.schema_sources()
     }
 
     fn cluster_scoped<'a>(&'a self, api_version: &'a str, kind: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
