@@ -90,7 +90,7 @@ fn a_full_state_disk_is_reported_served_from_memory_and_written_once_space_retur
         let log = log.lock().unwrap().clone();
         format!("{what}\nagent log:\n{log}")
     };
-    wait_until(60, "v1 applied", || http_get(&listen, "/status").is_some() && live_status(&listen)["appliedDigest"] == v1.as_str());
+    wait_for(60, "v1 applied", &listen, &log, || http_get(&listen, "/status").is_some() && live_status(&listen)["appliedDigest"] == v1.as_str());
     let db = std::fs::canonicalize(fx.p("state")).unwrap().join("db").display().to_string();
 
     // The disk is full.
