@@ -21,7 +21,7 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use agent_support::{cm, http_get, live_status, metric, objs, snapshot, terminate, wait_until, Fx};
+use agent_support::{cm, http_get, live_status, metric, objs, snapshot, terminate, Fx};
 use drover_tests::{bin, tool_ok};
 use serde_json::Value;
 
