@@ -151,38 +151,22 @@ impl Drop for Set {
 
 /// The union of two sorted runs of elements.
 fn merge_members(a: &[Pe], b: &[Pe]) -> Vec<Pe> {
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Equal => {
-                out.push(a[i].clone());
-                i += 1;
-                j += 1;
-            }
-            std::cmp::Ordering::Less => {
-                out.push(a[i].clone());
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                out.push(b[j].clone());
-                j += 1;
-            }
-        }
-    }
-    out.extend(a[i..].iter().cloned());
-    out.extend(b[j..].iter().cloned());
-    out
+    merge_sorted(a, b, |p| p, |x, _| x.clone())
 }
 
 /// The union of two sorted runs of children (a child in both: the union of the two).
 fn merge_children(a: &[(Pe, Set)], b: &[(Pe, Set)]) -> Vec<(Pe, Set)> {
+    merge_sorted(a, b, |c| &c.0, |x, y| (x.0.clone(), x.1.union(&y.1)))
+}
+
+/// The union of two runs sorted by `key`; an item in both is `both(a's, b's)`.
+fn merge_sorted<T: Clone, K: Ord + ?Sized>(a: &[T], b: &[T], key: impl Fn(&T) -> &K, both: impl Fn(&T, &T) -> T) -> Vec<T> {
     let mut out = Vec::with_capacity(a.len().max(b.len()));
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
-        match a[i].0.cmp(&b[j].0) {
+        match key(&a[i]).cmp(key(&b[j])) {
             std::cmp::Ordering::Equal => {
-                out.push((a[i].0.clone(), a[i].1.union(&b[j].1)));
+                out.push(both(&a[i], &b[j]));
                 i += 1;
                 j += 1;
             }

@@ -28,6 +28,44 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
+/// The visitor methods for a value of another kind than the one a visitor reads: every
+/// scalar answers `$answer`; a sequence or map (`seq`/`map`) is read to its end first.
+macro_rules! otherwise {
+    ($answer:expr, $drained:ident) => {
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        otherwise!(@drain $drained, $answer);
+    };
+    (@drain seq, $answer:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($answer)
+        }
+    };
+    (@drain map, $answer:expr) => {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok($answer)
+        }
+    };
+}
+
 /// Levels of an object's content (outside `managedFields`) kept for the compare.
 pub const MAX_DEPTH: usize = 512;
 
@@ -139,28 +177,7 @@ impl<'de> Visitor<'de> for Pick<'_> {
         }
         Ok(found)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    otherwise!(None, seq);
 }
 
 /// A serde_json error without its text: "EOF while parsing ... at line 1 column 7".
@@ -411,28 +428,7 @@ impl<'de> Visitor<'de> for EntriesSeed<'_> {
     }
 
     // A list the server would not return; read as the old reader did (no entries).
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Ok(Vec::new()))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Ok(Vec::new()))
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Ok(Vec::new()))
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Ok(Vec::new()))
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Ok(Vec::new()))
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Ok(Vec::new()))
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Ok(Vec::new()))
-    }
+    otherwise!(Ok(Vec::new()), map);
 }
 
 /// One entry, as [`crate::server::read_entries`] reads it from a value.
@@ -534,29 +530,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
             set,
         }))
     }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Err("managedFields entry without operation".into()))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Err("managedFields entry without operation".into()))
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err("managedFields entry without operation".into()))
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err("managedFields entry without operation".into()))
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err("managedFields entry without operation".into()))
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err("managedFields entry without operation".into()))
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Err("managedFields entry without operation".into()))
-    }
+    otherwise!(Err("managedFields entry without operation".into()), seq);
 }
 
 /// A `fieldsV1` node read straight into a [`Set`] (as [`Set::from_fields_v1`] reads a
@@ -583,29 +557,7 @@ impl<'de> Visitor<'de> for SetSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         read_node(&mut map, self.state).map(|n| n.map(|n| n.set))
     }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Err("fieldsV1 is not an object".into()))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Err("fieldsV1 is not an object".into()))
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err("fieldsV1 is not an object".into()))
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err("fieldsV1 is not an object".into()))
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err("fieldsV1 is not an object".into()))
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err("fieldsV1 is not an object".into()))
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Err("fieldsV1 is not an object".into()))
-    }
+    otherwise!(Err("fieldsV1 is not an object".into()), seq);
 }
 
 /// One node of a field set: the set below it and whether it holds `.`.
@@ -684,28 +636,6 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         crate::deep::guard(|| read_node(&mut map, self.state))
     }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Err("a field set node is not an object".into()))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Err("a field set node is not an object".into()))
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err("a field set node is not an object".into()))
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err("a field set node is not an object".into()))
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err("a field set node is not an object".into()))
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err("a field set node is not an object".into()))
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Err("a field set node is not an object".into()))
-    }
+    otherwise!(Err("a field set node is not an object".into()), seq);
 }
 
