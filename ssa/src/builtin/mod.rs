@@ -8,8 +8,8 @@
 mod model;
 mod types;
 
-pub use model::{F, G, M, R, T, Ty};
-pub use types::{KINDS, NEWEST, OLDEST, TYPES};
+pub use model::{F, G, M, R, S, T, Ty};
+pub use types::{ELEMS, FIELDS, KEYS, KINDS, NEWEST, OLDEST, STRINGS, TYPES};
 
 /// The minor standing for every minor after [`NEWEST`]: the Go API types decide.
 pub const NEWER: u8 = 255;
@@ -28,13 +28,13 @@ pub const fn known_minor(minor: u8) -> u8 {
 
 /// The struct type named `name`.
 pub fn find(name: &str) -> Option<&'static T> {
-    TYPES.binary_search_by(|t| t.name.cmp(name)).ok().map(|i| &TYPES[i])
+    TYPES.binary_search_by(|t| t.name().cmp(name)).ok().map(|i| &TYPES[i])
 }
 
 /// The type name of a built-in kind that a server of 1.`minor` serves.
 pub fn kind_type(minor: u8, api_version: &str, kind: &str) -> Option<&'static str> {
     let minor = known_minor(minor);
-    KINDS.iter().find(|(av, k, _, m)| *av == api_version && *k == kind && m.holds(minor)).map(|(_, _, t, _)| *t)
+    KINDS.iter().find(|(av, k, _, m)| av.get() == api_version && k.get() == kind && m.holds(minor)).map(|(_, _, t, _)| t.get())
 }
 
 /// Built-in kinds whose `status` is a subresource: an apply or update of the object
@@ -77,19 +77,33 @@ mod tests {
 
     #[test]
     fn table_is_sorted_and_names_resolve() {
-        assert!(TYPES.windows(2).all(|w| w[0].name < w[1].name), "binary search needs the order");
+        assert!(TYPES.windows(2).all(|w| w[0].name() < w[1].name()), "binary search needs the order");
         fn check(ty: &Ty) {
             match ty {
-                Ty::Named(n) | Ty::NamedAs(n, _) => assert!(find(n).is_some(), "{n}"),
-                Ty::List(e, _) | Ty::Map(e, _) => check(e),
+                Ty::Named(n) | Ty::NamedAs(n, _) => assert!(find(n.get()).is_some(), "{}", n.get()),
+                Ty::List(e, r) => {
+                    assert!(r.keys().all(|k| !k.is_empty()));
+                    check(Ty::elem(*e))
+                }
+                Ty::Map(e, _) => check(Ty::elem(*e)),
                 _ => {}
             }
         }
+        let mut fields = 0;
         for t in TYPES {
-            for f in t.fields {
+            assert_eq!(t.fields.0 as usize, fields, "{}: the fields of the types follow one another", t.name());
+            fields += t.fields().len();
+            for f in t.fields() {
+                assert!(!f.name().is_empty() && f.def().is_none_or(|d| serde_json::from_str::<serde_json::Value>(d).is_ok()), "{}.{}", t.name(), f.name());
                 check(&f.ty);
             }
         }
+        assert_eq!(fields, FIELDS.len());
+        let pvspec = find("io.k8s.api.core.v1.PersistentVolumeSpec").unwrap();
+        let claim = pvspec.fields().iter().find(|f| f.name() == "claimRef").unwrap();
+        assert!(matches!(claim.ty, Ty::NamedAs(n, false) if n.get() == "io.k8s.api.core.v1.ObjectReference"), "{claim:?}");
+        let containers = find("io.k8s.api.core.v1.PodSpec").unwrap().fields().iter().find(|f| f.name() == "containers").unwrap();
+        assert!(matches!(&containers.ty, Ty::List(_, r) if r.keys().collect::<Vec<_>>() == ["name"]), "{containers:?}");
         assert_eq!(kind_type(30, "apps/v1", "Deployment"), Some("io.k8s.api.apps.v1.Deployment"));
         assert_eq!(kind_type(33, "resource.k8s.io/v1", "DeviceClass"), None, "GA in 1.34");
         assert_eq!(kind_type(34, "resource.k8s.io/v1", "DeviceClass"), Some("io.k8s.api.resource.v1.DeviceClass"));

@@ -1,5 +1,22 @@
 //! The shape of the generated table: struct types, fields, value types, list kinds, Go
-//! shapes, and the Kubernetes minors each of them holds in.
+//! shapes, and the Kubernetes minors each of them holds in. The table holds no pointer:
+//! strings are offsets into one text ([`S`]), fields, element types and list keys are index
+//! ranges into flat arrays, so it is read-only data the loader never relocates (a table of
+//! `&'static str`s is rewritten at every start of a position-independent program, and all
+//! its pages become private memory of the process). The accessors give `&'static` values.
+
+use super::types::{ELEMS, FIELDS, KEYS, STRINGS};
+
+/// A string of the table: its offset and length in [`STRINGS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S(pub u32, pub u16);
+
+impl S {
+    /// The string.
+    pub fn get(self) -> &'static str {
+        &STRINGS[self.0 as usize..self.0 as usize + self.1 as usize]
+    }
+}
 
 /// The server minors a row holds in: `1.lo` to `1.hi`, inclusive. `lo` 0 stands for every
 /// minor up to the oldest published OpenAPI the table was checked against
@@ -24,19 +41,31 @@ impl M {
 #[derive(Debug)]
 pub struct T {
     /// Schema name (`io.k8s.api.apps.v1.Deployment`).
-    pub name: &'static str,
+    pub name: S,
     /// The minors in which it is owned and replaced as one value
     /// (`x-kubernetes-map-type: atomic`, `+structType=atomic`).
     pub atomic: M,
-    /// Its fields, inlined ones flattened.
-    pub fields: &'static [F],
+    /// Its fields, inlined ones flattened: a run of [`FIELDS`] (start, count).
+    pub fields: (u16, u16),
+}
+
+impl T {
+    /// Schema name.
+    pub fn name(&self) -> &'static str {
+        self.name.get()
+    }
+
+    /// Its fields.
+    pub fn fields(&self) -> &'static [F] {
+        &FIELDS[self.fields.0 as usize..][..self.fields.1 as usize]
+    }
 }
 
 /// A struct field.
 #[derive(Debug)]
 pub struct F {
     /// JSON name.
-    pub name: &'static str,
+    pub name: S,
     /// Value type.
     pub ty: Ty,
     /// Go shape (what the JSON encoder does with a zero value).
@@ -45,10 +74,22 @@ pub struct F {
     pub omit: bool,
     /// The default as JSON: a list key's default from the published OpenAPI (what
     /// structured-merge-diff reads for a missing key), else the Go `+default=`.
-    pub def: Option<&'static str>,
+    pub def: Option<S>,
     /// The minors that have the field with this type and default (a field whose type
     /// changed between minors has one row per type).
     pub m: M,
+}
+
+impl F {
+    /// JSON name.
+    pub fn name(&self) -> &'static str {
+        self.name.get()
+    }
+
+    /// The default as JSON text.
+    pub fn def(&self) -> Option<&'static str> {
+        self.def.map(S::get)
+    }
 }
 
 /// A value type.
@@ -76,14 +117,21 @@ pub enum Ty {
     /// schemaconv's `__untyped_deduced_`)
     Deduced,
     /// a struct type by name
-    Named(&'static str),
+    Named(S),
     /// a struct type by name whose atomicity this field overrides (true: atomic;
     /// `PersistentVolumeSpec.claimRef` is a granular `ObjectReference`)
-    NamedAs(&'static str, bool),
-    /// a list
-    List(&'static Ty, R),
-    /// `map[string]X`; true when `+mapType=atomic`
-    Map(&'static Ty, bool),
+    NamedAs(S, bool),
+    /// a list of the element type [`ELEMS`]`[i]`
+    List(u16, R),
+    /// `map[string]X` of the element type [`ELEMS`]`[i]`; true when `+mapType=atomic`
+    Map(u16, bool),
+}
+
+impl Ty {
+    /// The element type of the list or map whose [`ELEMS`] index is `i`.
+    pub fn elem(i: u16) -> &'static Ty {
+        &ELEMS[i as usize]
+    }
 }
 
 /// How a list's items are owned.
@@ -93,8 +141,19 @@ pub enum R {
     Atomic,
     /// a set of scalars
     Set,
-    /// items keyed by these fields
-    Keys(&'static [&'static str]),
+    /// items keyed by the fields of a run of [`KEYS`] (start, count)
+    Keys(u16, u16),
+}
+
+impl R {
+    /// The key fields of a keyed list (none for the other kinds).
+    pub fn keys(&self) -> impl Iterator<Item = &'static str> {
+        let (start, count) = match self {
+            R::Keys(start, count) => (*start as usize, *count as usize),
+            _ => (0, 0),
+        };
+        KEYS[start..start + count].iter().map(|s| s.get())
+    }
 }
 
 /// The Go shape of a field.
