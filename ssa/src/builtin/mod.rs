@@ -11,6 +11,55 @@ mod types;
 pub use model::{F, G, M, R, S, T, Ty};
 pub use types::{ELEMS, FIELDS, KEYS, KINDS, NEWEST, OLDEST, STRINGS, TYPES};
 
+impl S {
+    /// The string.
+    pub fn get(self) -> &'static str {
+        &STRINGS[self.0 as usize..self.0 as usize + self.1 as usize]
+    }
+}
+
+impl T {
+    /// Schema name.
+    pub fn name(&self) -> &'static str {
+        self.name.get()
+    }
+
+    /// Its fields.
+    pub fn fields(&self) -> &'static [F] {
+        &FIELDS[self.fields.0 as usize..][..self.fields.1 as usize]
+    }
+}
+
+impl F {
+    /// JSON name.
+    pub fn name(&self) -> &'static str {
+        self.name.get()
+    }
+
+    /// The default as JSON text.
+    pub fn def(&self) -> Option<&'static str> {
+        self.def.map(S::get)
+    }
+}
+
+impl Ty {
+    /// The element type of the list or map whose [`ELEMS`] index is `i`.
+    pub fn elem(i: u16) -> &'static Ty {
+        &ELEMS[i as usize]
+    }
+}
+
+impl R {
+    /// The key fields of a keyed list (none for the other kinds).
+    pub fn keys(&self) -> impl Iterator<Item = &'static str> {
+        let (start, count) = match self {
+            R::Keys(start, count) => (*start as usize, *count as usize),
+            _ => (0, 0),
+        };
+        KEYS[start..start + count].iter().map(|s| s.get())
+    }
+}
+
 /// The minor standing for every minor after [`NEWEST`]: the Go API types decide.
 pub const NEWER: u8 = 255;
 

@@ -3,20 +3,12 @@
 //! strings are offsets into one text ([`S`]), fields, element types and list keys are index
 //! ranges into flat arrays, so it is read-only data the loader never relocates (a table of
 //! `&'static str`s is rewritten at every start of a position-independent program, and all
-//! its pages become private memory of the process). The accessors give `&'static` values.
+//! its pages become private memory of the process). The accessors (in `builtin/mod.rs`) give `&'static` values.
 
-use super::types::{ELEMS, FIELDS, KEYS, STRINGS};
-
-/// A string of the table: its offset and length in [`STRINGS`].
+/// A string of the table: its offset and length in [`super::STRINGS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct S(pub u32, pub u16);
 
-impl S {
-    /// The string.
-    pub fn get(self) -> &'static str {
-        &STRINGS[self.0 as usize..self.0 as usize + self.1 as usize]
-    }
-}
 
 /// The server minors a row holds in: `1.lo` to `1.hi`, inclusive. `lo` 0 stands for every
 /// minor up to the oldest published OpenAPI the table was checked against
@@ -45,21 +37,10 @@ pub struct T {
     /// The minors in which it is owned and replaced as one value
     /// (`x-kubernetes-map-type: atomic`, `+structType=atomic`).
     pub atomic: M,
-    /// Its fields, inlined ones flattened: a run of [`FIELDS`] (start, count).
+    /// Its fields, inlined ones flattened: a run of [`super::FIELDS`] (start, count).
     pub fields: (u16, u16),
 }
 
-impl T {
-    /// Schema name.
-    pub fn name(&self) -> &'static str {
-        self.name.get()
-    }
-
-    /// Its fields.
-    pub fn fields(&self) -> &'static [F] {
-        &FIELDS[self.fields.0 as usize..][..self.fields.1 as usize]
-    }
-}
 
 /// A struct field.
 #[derive(Debug)]
@@ -80,17 +61,6 @@ pub struct F {
     pub m: M,
 }
 
-impl F {
-    /// JSON name.
-    pub fn name(&self) -> &'static str {
-        self.name.get()
-    }
-
-    /// The default as JSON text.
-    pub fn def(&self) -> Option<&'static str> {
-        self.def.map(S::get)
-    }
-}
 
 /// A value type.
 #[derive(Debug)]
@@ -121,18 +91,12 @@ pub enum Ty {
     /// a struct type by name whose atomicity this field overrides (true: atomic;
     /// `PersistentVolumeSpec.claimRef` is a granular `ObjectReference`)
     NamedAs(S, bool),
-    /// a list of the element type [`ELEMS`]`[i]`
+    /// a list of the element type [`super::ELEMS`]`[i]`
     List(u16, R),
-    /// `map[string]X` of the element type [`ELEMS`]`[i]`; true when `+mapType=atomic`
+    /// `map[string]X` of the element type [`super::ELEMS`]`[i]`; true when `+mapType=atomic`
     Map(u16, bool),
 }
 
-impl Ty {
-    /// The element type of the list or map whose [`ELEMS`] index is `i`.
-    pub fn elem(i: u16) -> &'static Ty {
-        &ELEMS[i as usize]
-    }
-}
 
 /// How a list's items are owned.
 #[derive(Debug)]
@@ -141,20 +105,10 @@ pub enum R {
     Atomic,
     /// a set of scalars
     Set,
-    /// items keyed by the fields of a run of [`KEYS`] (start, count)
+    /// items keyed by the fields of a run of [`super::KEYS`] (start, count)
     Keys(u16, u16),
 }
 
-impl R {
-    /// The key fields of a keyed list (none for the other kinds).
-    pub fn keys(&self) -> impl Iterator<Item = &'static str> {
-        let (start, count) = match self {
-            R::Keys(start, count) => (*start as usize, *count as usize),
-            _ => (0, 0),
-        };
-        KEYS[start..start + count].iter().map(|s| s.get())
-    }
-}
 
 /// The Go shape of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
