@@ -16,9 +16,9 @@
 # PATCH_LATENCY_MS > 0 makes the fake answer every PATCH that much later (its delay hook),
 # standing in for a real API server's etcd write latency; kubectl gets the same delay.
 # Needs: docker-registry, kubectl, GNU time; builds nothing (run
-# `cargo build --release -p drover-bundler -p drover-tests --bins`, then the agent alone as it
-# ships, `cargo build --release -p drover-agent`: agent/build.rs's link order matches only
-# that build).
+# `cargo build --release --workspace --bins`, the feature set tests/run.sh builds, or the
+# agent alone as it ships, `cargo build --release -p drover-agent`: agent/build.rs's link
+# order applies to both; RUSTFLAGS unset, so .cargo/config.toml's v0 symbol names hold).
 set -euo pipefail
 N=${1:-1000}
 PROFILE=${2:-release}
