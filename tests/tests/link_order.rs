@@ -22,8 +22,10 @@ fn check() -> std::collections::HashMap<String, usize> {
     line.split(' ').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.parse().unwrap())).collect()
 }
 
-/// At least 90% of the patterns still name a function of the agent (re-run
-/// `bench/link-order.sh` when this fails), and none is a pattern that matches only one
+/// At least 90% of the patterns still name a function of the agent the suite built (drop
+/// glue aside: a debug build makes other `drop_in_place` instances than the release build
+/// the list came from; re-run `bench/link-order.sh` when this fails), and none is a
+/// pattern that matches only one
 /// build (a hash kept) or every instance of a generic function (a legacy name: the list
 /// was taken from a build without v0 symbol names, `.cargo/config.toml`).
 #[test]
@@ -32,8 +34,8 @@ fn the_link_order_still_names_the_agents_functions() {
     assert!(n["listed"] > 1000, "{n:?}");
     assert_eq!(n["hashed"], 0, "exact symbols in the list (they match one build only): {n:?}");
     assert_eq!(n["legacy"], 0, "legacy patterns in the list: each places every instance of a generic function; take the list from a v0-mangled build (.cargo/config.toml): {n:?}");
-    let share = n["matched"] * 100 / n["listed"];
-    assert!(share >= 90, "{} of {} link-order patterns name a function of the agent ({share}%): the code moved on; re-run bench/link-order.sh", n["matched"], n["listed"]);
+    let share = n["matched_code"] * 100 / n["listed_code"];
+    assert!(share >= 90, "{} of {} link-order patterns (drop glue aside) name a function of the agent ({share}%): the code moved on; re-run bench/link-order.sh", n["matched_code"], n["listed_code"]);
 }
 
 /// The suite's own agent is built with v0 symbol names, as the shipped one is: a legacy
