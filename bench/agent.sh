@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
-# The agent alone, as it ships (agent/build.rs: its link order matches only that build).
+# The agent alone, as it ships (agent/build.rs's link order applies to it and to the workspace build).
 [[ -n ${SKIP_BUILD:-} ]] || { cargo build --release -p drover-bundler --quiet && cargo build --release -p drover-agent --quiet; }
 DROVER=$PWD/target/release/drover
 AGENT=$PWD/target/release/drover-agent

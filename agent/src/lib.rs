@@ -91,7 +91,9 @@ pub fn main_entry() -> i32 {
     memory::limit_arenas();
     private::restrict_umask();
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // Off-thread work (offload.rs) runs on the blocking pool; its threads end after 2 s
+    // without work instead of tokio's 10 s, so an idle agent keeps no stacks of the last apply.
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().thread_keep_alive(std::time::Duration::from_secs(2)).build() {
         Ok(rt) => rt,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error: cannot start the runtime: {e}");

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
+use std::time::Duration;
 
 use drover_proto::object::ObjectRef;
 use serde::{Deserialize, Serialize};
@@ -342,13 +343,29 @@ impl Store {
     /// [`crate::private`]); `dir` itself too when the agent may change it (a volume's
     /// mount point may belong to root: then a warning).
     pub fn open(dir: &Path) -> Result<Self, RecordError> {
+        Store::open_waiting(dir, Duration::ZERO)
+    }
+
+    /// [`Store::open`], waiting up to `wait` while another process holds the database's
+    /// lock: `drover-agent status`/`history`/`plan --state-dir` read it directly for a moment
+    /// when no agent answers, and an agent starting then should wait for them, not exit.
+    pub fn open_waiting(dir: &Path, wait: Duration) -> Result<Self, RecordError> {
         let path = dir.join(DB_DIR);
         let err = |e: sled::Error| RecordError::Db { path: path.display().to_string(), message: io_message(&e) };
         private::create_dir_all(&path).map_err(|e| err(e.into()))?;
         if let Err(e) = private::tighten_dir(dir) {
             tracing::warn!("cannot make the state directory {} private (mode 0700): {e}; its database directory is", dir.display());
         }
-        let db = Db::open(&path).map_err(err)?;
+        let started = std::time::Instant::now();
+        let db = loop {
+            match Db::open(&path) {
+                // sled's message for a lock another process holds (fs2's try_lock_exclusive).
+                Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") && started.elapsed() < wait => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => break other.map_err(err)?,
+            }
+        };
         private::tighten(&path).map_err(|e| err(e.into()))?;
         Ok(Store { db: RwLock::new(Some(db)), path, failed: AtomicBool::new(false) })
     }

@@ -156,11 +156,16 @@ async fn follow_role(mut leader: tokio::sync::watch::Receiver<bool>, shared: Arc
     }
 }
 
+/// How long a starting agent waits for the state database's lock.
+const STORE_LOCK_WAIT: Duration = Duration::from_secs(10);
+
 /// Runs the agent until SIGTERM (or one cycle of every source with `once`). Returns the
 /// exit code.
 pub async fn run(settings: Settings, once: bool) -> anyhow::Result<i32> {
     let statedir = StateDir::claim(&settings.state_dir, settings.shared_state_parent).context("--state-dir")?;
-    let store = Arc::new(Store::open(&settings.state_dir).context("opening --state-dir (is another agent running on it?)")?);
+    // A reader (`drover-agent status --state-dir`) holds the lock for a moment; another agent
+    // on the same directory holds it for good and is named after the wait.
+    let store = Arc::new(Store::open_waiting(&settings.state_dir, STORE_LOCK_WAIT).context("opening --state-dir (is another agent running on it?)")?);
     let mut clients = Clients::new(&settings, true).await?;
     let metrics = Arc::new(Metrics::new());
     let board = Board::new(settings.sources.iter().map(|s| s.name.as_str()));

@@ -98,7 +98,7 @@ impl Convert<'_> {
             _ => {}
         }
         if let Some(t) = builtin::find(name) {
-            return Type::Builtin(Named { name: t.name, minor: self.minor, atomic });
+            return Type::Builtin(Named { name: t.name(), minor: self.minor, atomic });
         }
         let ty = match self.done.get(name) {
             Some(t) => t.clone(),

@@ -199,21 +199,21 @@ pub fn builtin_struct(n: Named) -> Arc<Struct> {
     let minor = builtin::known_minor(n.minor);
     let slot = if minor == builtin::NEWER { SLOTS - 1 } else { (minor - builtin::OLDEST) as usize };
     let cache = CACHE[slot].get_or_init(|| (0..builtin::TYPES.len()).map(|_| OnceLock::new()).collect());
-    let i = builtin::TYPES.binary_search_by(|t| t.name.cmp(n.name)).unwrap_or_else(|_| panic!("built-in type {} is in the table", n.name));
+    let i = builtin::TYPES.binary_search_by(|t| t.name().cmp(n.name)).unwrap_or_else(|_| panic!("built-in type {} is in the table", n.name));
     cache[i]
         .get_or_init(|| {
             let t = &builtin::TYPES[i];
             Arc::new(Struct {
                 fields: t
-                    .fields
+                    .fields()
                     .iter()
                     .filter(|f| f.m.holds(minor))
                     .map(|f| Field {
-                        name: f.name.to_string(),
+                        name: f.name().to_string(),
                         ty: from_static(&f.ty, minor),
                         go: f.go,
                         omit: f.omit,
-                        default: f.def.and_then(|d| serde_json::from_str(d).ok()),
+                        default: f.def().and_then(|d| serde_json::from_str(d).ok()),
                     })
                     .collect(),
                 atomic: t.atomic.holds(minor),
@@ -235,17 +235,17 @@ fn from_static(t: &'static Ty, minor: u8) -> Type {
         Ty::Time => Type::Scalar(Scalar::Time),
         Ty::Untyped => Type::Scalar(Scalar::Untyped),
         Ty::Deduced => Type::Deduced,
-        Ty::Named(name) => Type::Builtin(Named { name, minor, atomic: None }),
-        Ty::NamedAs(name, atomic) => Type::Builtin(Named { name, minor, atomic: Some(*atomic) }),
+        Ty::Named(name) => Type::Builtin(Named { name: name.get(), minor, atomic: None }),
+        Ty::NamedAs(name, atomic) => Type::Builtin(Named { name: name.get(), minor, atomic: Some(*atomic) }),
         Ty::List(e, r) => Type::List(
-            Arc::new(from_static(e, minor)),
+            Arc::new(from_static(Ty::elem(*e), minor)),
             match r {
                 R::Atomic => ListKind::Atomic,
                 R::Set => ListKind::Set,
-                R::Keys(k) => ListKind::Keys(k.iter().map(|s| s.to_string()).collect()),
+                R::Keys(..) => ListKind::Keys(r.keys().map(str::to_string).collect()),
             },
         ),
-        Ty::Map(e, atomic) => Type::Map(Arc::new(from_static(e, minor)), *atomic),
+        Ty::Map(e, atomic) => Type::Map(Arc::new(from_static(Ty::elem(*e), minor)), *atomic),
     }
 }
 

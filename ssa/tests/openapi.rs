@@ -26,7 +26,7 @@ fn extract() -> Value {
 fn table(minor: u8) -> (BTreeMap<(String, String), Value>, Types) {
     let schemas: Vec<((String, String), Schema)> = KINDS
         .iter()
-        .filter_map(|(av, k, _, _)| Schema::builtin_at(minor, av, k).map(|s| ((av.to_string(), k.to_string()), s)))
+        .filter_map(|(av, k, _, _)| Schema::builtin_at(minor, av.get(), k.get()).map(|s| ((av.get().to_string(), k.get().to_string()), s)))
         .collect();
     let roots: Vec<_> = schemas.iter().map(|(_, s)| &s.root).collect();
     let (tops, types) = smd::render(&roots);

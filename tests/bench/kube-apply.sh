@@ -11,13 +11,14 @@
 #
 #   tests/bench/kube-apply.sh [N_OBJECTS] [PROFILE] [PATCH_LATENCY_MS]   # defaults: 1000 release 0
 #   SKIP_KUBECTL=1 tests/bench/kube-apply.sh 10000   # the agent's passes only
+#   SMAPS=/tmp/smaps SKIP_KUBECTL=1 tests/bench/kube-apply.sh   # also keeps the idle agent's smaps
 #
 # PATCH_LATENCY_MS > 0 makes the fake answer every PATCH that much later (its delay hook),
 # standing in for a real API server's etcd write latency; kubectl gets the same delay.
 # Needs: docker-registry, kubectl, GNU time; builds nothing (run
-# `cargo build --release -p drover-bundler -p drover-tests --bins`, then the agent alone as it
-# ships, `cargo build --release -p drover-agent`: agent/build.rs's link order matches only
-# that build).
+# `cargo build --release --workspace --bins`, the feature set tests/run.sh builds, or the
+# agent alone as it ships, `cargo build --release -p drover-agent`: agent/build.rs's link
+# order applies to both; RUSTFLAGS unset, so .cargo/config.toml's v0 symbol names hold).
 set -euo pipefail
 N=${1:-1000}
 PROFILE=${2:-release}
@@ -114,6 +115,7 @@ idle() { # a long-running agent (c=8) on a fresh fake: peak RSS through the firs
   hwm=$(kib VmHWM)
   sleep 5 # some unchanged polls
   rss=$(kib VmRSS) anon=$(kib RssAnon) file=$(kib RssFile)
+  [[ -z ${SMAPS:-} ]] || cp "/proc/$pid/smaps" "$SMAPS"   # SMAPS=FILE: where the idle RSS lies
   printf '%-28s %-7s peak RSS through the first apply %5.1f MiB  idle RSS after 5 s of polls %5.1f MiB (anon %d KiB, file %d KiB)\n' \
     "drover-agent c=8 (running)" idle "$(echo "scale=1; $hwm / 1024" | bc)" "$(echo "scale=1; $rss / 1024" | bc)" "$anon" "$file"
   kill -TERM "$pid"; wait "$pid" || true

@@ -10,9 +10,8 @@
 #   tests/bench/kube-sources.sh [N_SOURCES] [M_OBJECTS] [PROFILE]   # defaults: 20 10 release
 #
 # Needs: docker-registry, GNU time; builds nothing (run
-# `cargo build --release -p drover-bundler -p drover-tests --bins`, then the agent alone as it
-# ships, `cargo build --release -p drover-agent`: agent/build.rs's link order matches only
-# that build). Bounded: each agent is stopped after at most ~2 minutes.
+# `cargo build --release --workspace --bins`, or the agent alone as it ships,
+# `cargo build --release -p drover-agent`: agent/build.rs's link order applies to both). Bounded: each agent is stopped after at most ~2 minutes.
 set -euo pipefail
 N=${1:-20}
 M=${2:-10}

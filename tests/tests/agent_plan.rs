@@ -167,3 +167,29 @@ fn kube_plan_is_a_dry_run(env: &Env) {
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(actions(&out.json()).iter().all(|(a, _)| a == "unchanged"), "{}", out.stdout);
 }
+
+/// `plan` reads the state database by the rule the agent starts by (`agent/src/statedir.rs`,
+/// issue 31): a file in it that another user owns (a database she planted) is
+/// refused, naming the file and her uid, and nothing is read or changed; a `db` that is a
+/// link is refused too.
+#[test]
+fn plan_refuses_a_state_database_holding_another_users_file() {
+    let fx = Fx::new();
+    fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    fx.push(&objs(&[cm("app", "a", "2")]), 2, Some("k1"), &[]);
+    let db = std::path::Path::new(&fx.state()).join("db");
+    let conf = db.join("conf");
+    drover_tests::neighbour::chown(&conf);
+    let out = plan(&fx);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("conf") && out.stderr.contains(&format!("uid {}", drover_tests::neighbour::UID)), "{}", out.stderr);
+    std::os::unix::fs::lchown(&conf, Some(0), Some(0)).unwrap();
+
+    let aside = fx.p("db-aside");
+    std::fs::rename(&db, &aside).unwrap();
+    std::os::unix::fs::symlink(&aside, &db).unwrap();
+    let out = plan(&fx);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("not a directory") || out.stderr.contains("link"), "{}", out.stderr);
+}

@@ -11,7 +11,6 @@
 
 mod agent_support;
 
-use std::process::Child;
 
 use agent_support::{cm, http_get, live_status, metric, objs, wait_until, CountingProxy, Fx};
 use drover_tests::rawreg;
@@ -63,14 +62,6 @@ fn gets(proxy: &CountingProxy, what: &str) -> usize {
     proxy.lines().iter().filter(|l| l.starts_with("GET ") && l.contains(what)).count()
 }
 
-struct Stop(Child);
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_sig_with_256_identical_layers_costs_a_handful_of_gets_over_three_polls() {
     let fx = Fx::new();
@@ -82,7 +73,7 @@ fn a_sig_with_256_identical_layers_costs_a_handful_of_gets_over_three_polls() {
     let payload = sig_with_identical_layers(&fx, &copy, 256);
 
     let listen = format!("127.0.0.1:{}", drover_tests::free_port());
-    let _agent = Stop(fx.spawn(&source, &listen, &["--interval", "1s"]));
+    let _agent = fx.spawn(&source, &listen, &["--interval", "1s"]);
     let rejected = || metric(&listen, "drover_polls_total{result=\"Rejected\"}");
     wait_until(60, "three polls refusing the copy", || rejected() >= 3.0);
     let st = live_status(&listen);

@@ -102,6 +102,9 @@ fn a_degraded_bundle_is_rolled_back(env: &Env) {
     let row = &fleet["clusters"][0];
     assert_eq!(row["lastResult"], "RolledBack", "{fleet:#}");
     assert_eq!(row["appliedDigest"], v1.as_str(), "{fleet:#}");
+    assert_eq!((row["rolledBack"]["digest"].as_str(), row["rolledBack"]["toDigest"].as_str()), (Some(v2.as_str()), Some(v1.as_str())), "{fleet:#}");
+    let out = run("drover", &["fleet", "status", "--reports", &reports, "--plain-http", "--stale", "1h", "--trust-key", pubkey.to_str().unwrap()], &[]);
+    assert!(out.stdout.contains(&format!("(rolled back from {} ", row["rolledBack"]["sequence"])), "the table names the refused bundle: {}", out.stdout);
 
     // The next polls do not apply v2 again (the channel still names it).
     env.agent_ok(&agent_flags(&[]));

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use drover_proto::report::store::Unreadable;
-use drover_proto::report::ReportHealth;
+use drover_proto::report::{ReportHealth, ReportRollback};
 use serde::Serialize;
 
 use super::classify::{classify, is_stale, Bar, Class, Known, Target};
@@ -51,6 +51,10 @@ pub struct ClusterRow {
     /// Its reason (empty on plain success).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_reason: Option<String>,
+    /// A rollback in force on the cluster: the Degraded bundle it refuses and the one it
+    /// put back (`digest`, `sequence`, `toDigest`, `at`), until an operator releases it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<ReportRollback>,
     /// When the report was written (absent without a report that counts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reported_at: Option<String>,
@@ -265,6 +269,7 @@ pub fn build(reading: &Reading, membership: Option<&Membership>, env: Option<&st
                 health: report.map(|r| r.health).unwrap_or_default(),
                 last_result: c.last_result.clone(),
                 last_reason: c.last_reason.clone(),
+                rolled_back: report.and_then(|r| r.rolled_back.clone()),
                 reported_at: report.map(|r| r.reported_at.clone()),
                 stale: report.is_some_and(|r| is_stale(r, now, stale_secs)),
                 untrusted: match slot.known {

@@ -8,8 +8,57 @@
 mod model;
 mod types;
 
-pub use model::{F, G, M, R, T, Ty};
-pub use types::{KINDS, NEWEST, OLDEST, TYPES};
+pub use model::{F, G, M, R, S, T, Ty};
+pub use types::{ELEMS, FIELDS, KEYS, KINDS, NEWEST, OLDEST, STRINGS, TYPES};
+
+impl S {
+    /// The string.
+    pub fn get(self) -> &'static str {
+        &STRINGS[self.0 as usize..self.0 as usize + self.1 as usize]
+    }
+}
+
+impl T {
+    /// Schema name.
+    pub fn name(&self) -> &'static str {
+        self.name.get()
+    }
+
+    /// Its fields.
+    pub fn fields(&self) -> &'static [F] {
+        &FIELDS[self.fields.0 as usize..][..self.fields.1 as usize]
+    }
+}
+
+impl F {
+    /// JSON name.
+    pub fn name(&self) -> &'static str {
+        self.name.get()
+    }
+
+    /// The default as JSON text.
+    pub fn def(&self) -> Option<&'static str> {
+        self.def.map(S::get)
+    }
+}
+
+impl Ty {
+    /// The element type of the list or map whose [`ELEMS`] index is `i`.
+    pub fn elem(i: u16) -> &'static Ty {
+        &ELEMS[i as usize]
+    }
+}
+
+impl R {
+    /// The key fields of a keyed list (none for the other kinds).
+    pub fn keys(&self) -> impl Iterator<Item = &'static str> {
+        let (start, count) = match self {
+            R::Keys(start, count) => (*start as usize, *count as usize),
+            _ => (0, 0),
+        };
+        KEYS[start..start + count].iter().map(|s| s.get())
+    }
+}
 
 /// The minor standing for every minor after [`NEWEST`]: the Go API types decide.
 pub const NEWER: u8 = 255;
@@ -28,13 +77,13 @@ pub const fn known_minor(minor: u8) -> u8 {
 
 /// The struct type named `name`.
 pub fn find(name: &str) -> Option<&'static T> {
-    TYPES.binary_search_by(|t| t.name.cmp(name)).ok().map(|i| &TYPES[i])
+    TYPES.binary_search_by(|t| t.name().cmp(name)).ok().map(|i| &TYPES[i])
 }
 
 /// The type name of a built-in kind that a server of 1.`minor` serves.
 pub fn kind_type(minor: u8, api_version: &str, kind: &str) -> Option<&'static str> {
     let minor = known_minor(minor);
-    KINDS.iter().find(|(av, k, _, m)| *av == api_version && *k == kind && m.holds(minor)).map(|(_, _, t, _)| *t)
+    KINDS.iter().find(|(av, k, _, m)| av.get() == api_version && k.get() == kind && m.holds(minor)).map(|(_, _, t, _)| t.get())
 }
 
 /// Built-in kinds whose `status` is a subresource: an apply or update of the object
@@ -77,19 +126,33 @@ mod tests {
 
     #[test]
     fn table_is_sorted_and_names_resolve() {
-        assert!(TYPES.windows(2).all(|w| w[0].name < w[1].name), "binary search needs the order");
+        assert!(TYPES.windows(2).all(|w| w[0].name() < w[1].name()), "binary search needs the order");
         fn check(ty: &Ty) {
             match ty {
-                Ty::Named(n) | Ty::NamedAs(n, _) => assert!(find(n).is_some(), "{n}"),
-                Ty::List(e, _) | Ty::Map(e, _) => check(e),
+                Ty::Named(n) | Ty::NamedAs(n, _) => assert!(find(n.get()).is_some(), "{}", n.get()),
+                Ty::List(e, r) => {
+                    assert!(r.keys().all(|k| !k.is_empty()));
+                    check(Ty::elem(*e))
+                }
+                Ty::Map(e, _) => check(Ty::elem(*e)),
                 _ => {}
             }
         }
+        let mut fields = 0;
         for t in TYPES {
-            for f in t.fields {
+            assert_eq!(t.fields.0 as usize, fields, "{}: the fields of the types follow one another", t.name());
+            fields += t.fields().len();
+            for f in t.fields() {
+                assert!(!f.name().is_empty() && f.def().is_none_or(|d| serde_json::from_str::<serde_json::Value>(d).is_ok()), "{}.{}", t.name(), f.name());
                 check(&f.ty);
             }
         }
+        assert_eq!(fields, FIELDS.len());
+        let pvspec = find("io.k8s.api.core.v1.PersistentVolumeSpec").unwrap();
+        let claim = pvspec.fields().iter().find(|f| f.name() == "claimRef").unwrap();
+        assert!(matches!(claim.ty, Ty::NamedAs(n, false) if n.get() == "io.k8s.api.core.v1.ObjectReference"), "{claim:?}");
+        let containers = find("io.k8s.api.core.v1.PodSpec").unwrap().fields().iter().find(|f| f.name() == "containers").unwrap();
+        assert!(matches!(&containers.ty, Ty::List(_, r) if r.keys().collect::<Vec<_>>() == ["name"]), "{containers:?}");
         assert_eq!(kind_type(30, "apps/v1", "Deployment"), Some("io.k8s.api.apps.v1.Deployment"));
         assert_eq!(kind_type(33, "resource.k8s.io/v1", "DeviceClass"), None, "GA in 1.34");
         assert_eq!(kind_type(34, "resource.k8s.io/v1", "DeviceClass"), Some("io.k8s.api.resource.v1.DeviceClass"));

@@ -1,5 +1,14 @@
 //! The shape of the generated table: struct types, fields, value types, list kinds, Go
-//! shapes, and the Kubernetes minors each of them holds in.
+//! shapes, and the Kubernetes minors each of them holds in. The table holds no pointer:
+//! strings are offsets into one text ([`S`]), fields, element types and list keys are index
+//! ranges into flat arrays, so it is read-only data the loader never relocates (a table of
+//! `&'static str`s is rewritten at every start of a position-independent program, and all
+//! its pages become private memory of the process). The accessors (in `builtin/mod.rs`) give `&'static` values.
+
+/// A string of the table: its offset and length in [`super::STRINGS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S(pub u32, pub u16);
+
 
 /// The server minors a row holds in: `1.lo` to `1.hi`, inclusive. `lo` 0 stands for every
 /// minor up to the oldest published OpenAPI the table was checked against
@@ -24,19 +33,20 @@ impl M {
 #[derive(Debug)]
 pub struct T {
     /// Schema name (`io.k8s.api.apps.v1.Deployment`).
-    pub name: &'static str,
+    pub name: S,
     /// The minors in which it is owned and replaced as one value
     /// (`x-kubernetes-map-type: atomic`, `+structType=atomic`).
     pub atomic: M,
-    /// Its fields, inlined ones flattened.
-    pub fields: &'static [F],
+    /// Its fields, inlined ones flattened: a run of [`super::FIELDS`] (start, count).
+    pub fields: (u16, u16),
 }
+
 
 /// A struct field.
 #[derive(Debug)]
 pub struct F {
     /// JSON name.
-    pub name: &'static str,
+    pub name: S,
     /// Value type.
     pub ty: Ty,
     /// Go shape (what the JSON encoder does with a zero value).
@@ -45,11 +55,12 @@ pub struct F {
     pub omit: bool,
     /// The default as JSON: a list key's default from the published OpenAPI (what
     /// structured-merge-diff reads for a missing key), else the Go `+default=`.
-    pub def: Option<&'static str>,
+    pub def: Option<S>,
     /// The minors that have the field with this type and default (a field whose type
     /// changed between minors has one row per type).
     pub m: M,
 }
+
 
 /// A value type.
 #[derive(Debug)]
@@ -76,15 +87,16 @@ pub enum Ty {
     /// schemaconv's `__untyped_deduced_`)
     Deduced,
     /// a struct type by name
-    Named(&'static str),
+    Named(S),
     /// a struct type by name whose atomicity this field overrides (true: atomic;
     /// `PersistentVolumeSpec.claimRef` is a granular `ObjectReference`)
-    NamedAs(&'static str, bool),
-    /// a list
-    List(&'static Ty, R),
-    /// `map[string]X`; true when `+mapType=atomic`
-    Map(&'static Ty, bool),
+    NamedAs(S, bool),
+    /// a list of the element type [`super::ELEMS`]`[i]`
+    List(u16, R),
+    /// `map[string]X` of the element type [`super::ELEMS`]`[i]`; true when `+mapType=atomic`
+    Map(u16, bool),
 }
+
 
 /// How a list's items are owned.
 #[derive(Debug)]
@@ -93,9 +105,10 @@ pub enum R {
     Atomic,
     /// a set of scalars
     Set,
-    /// items keyed by these fields
-    Keys(&'static [&'static str]),
+    /// items keyed by the fields of a run of [`super::KEYS`] (start, count)
+    Keys(u16, u16),
 }
+
 
 /// The Go shape of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

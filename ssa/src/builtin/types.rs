@@ -3,7 +3,7 @@
 // kubernetes/apiextensions-apiserver 1aa2717a552ee6ca1e2a18f1f8ffccde981db923, kubernetes/kube-aggregator 232ca687ab24bc9f9a378cba74716b5f7d6b82eb;
 // kubernetes-sigs/kubectl-validate a97ccfaca20b164819afdae780392496f6ed6bbd pkg/openapiclient/builtins/1.MINOR/{api,apis/GROUP}/VERSION.json
 // Left out (fields of alpha/beta API types): io.k8s.api.batch.v1.JobSchedulingConfiguration.disruptionMode, io.k8s.api.batch.v1.JobSchedulingConfiguration.resourceClaims, io.k8s.api.batch.v1.JobSchedulingConfiguration.schedulingConstraints, io.k8s.api.batch.v1.JobSchedulingConfiguration.schedulingPolicy.
-use super::model::{F, G, M, R, T, Ty};
+use super::model::{F, G, M, R, S, T, Ty};
 
 /// The oldest minor whose published OpenAPI the table was checked against.
 pub const OLDEST: u8 = 29;
@@ -12,3237 +12,3086 @@ pub const NEWEST: u8 = 35;
 
 /// Every struct type reachable from a built-in kind in some minor, sorted by name.
 pub static TYPES: &[T] = &[
-    T { name: "io.k8s.api.admissionregistration.v1.ApplyConfiguration", atomic: M::NONE, fields: &[
-        F { name: "expression", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.AuditAnnotation", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "valueExpression", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ExpressionWarning", atomic: M::NONE, fields: &[
-        F { name: "fieldRef", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "warning", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.JSONPatch", atomic: M::NONE, fields: &[
-        F { name: "expression", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MatchCondition", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "expression", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MatchResources", atomic: M::ALL, fields: &[
-        F { name: "namespaceSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "objectSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resourceRules", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.NamedRuleWithOperations"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "excludeResourceRules", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.NamedRuleWithOperations"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "matchPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicy", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBinding", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec", atomic: M::NONE, fields: &[
-        F { name: "policyName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "paramRef", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ParamRef"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchResources", ty: Ty::Named("io.k8s.api.admissionregistration.v1.MatchResources"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec", atomic: M::NONE, fields: &[
-        F { name: "paramKind", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ParamKind"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchConstraints", ty: Ty::Named("io.k8s.api.admissionregistration.v1.MatchResources"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "variables", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.Variable"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "mutations", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.Mutation"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "failurePolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchConditions", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.MatchCondition"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "reinvocationPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MutatingWebhook", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "clientConfig", ty: Ty::Named("io.k8s.api.admissionregistration.v1.WebhookClientConfig"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.RuleWithOperations"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "failurePolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "namespaceSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "objectSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "sideEffects", ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "timeoutSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "admissionReviewVersions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "reinvocationPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchConditions", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.MatchCondition"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "webhooks", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.MutatingWebhook"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.Mutation", atomic: M::NONE, fields: &[
-        F { name: "patchType", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "applyConfiguration", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ApplyConfiguration"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "jsonPatch", ty: Ty::Named("io.k8s.api.admissionregistration.v1.JSONPatch"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.NamedRuleWithOperations", atomic: M::ALL, fields: &[
-        F { name: "resourceNames", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "operations", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "apiGroups", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "scope", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ParamKind", atomic: M::ALL, fields: &[
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ParamRef", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "parameterNotFoundAction", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.RuleWithOperations", atomic: M::NONE, fields: &[
-        F { name: "operations", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "apiGroups", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "scope", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ServiceReference", atomic: M::NONE, fields: &[
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.TypeChecking", atomic: M::NONE, fields: &[
-        F { name: "expressionWarnings", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.ExpressionWarning"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec", atomic: M::NONE, fields: &[
-        F { name: "policyName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "paramRef", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ParamRef"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchResources", ty: Ty::Named("io.k8s.api.admissionregistration.v1.MatchResources"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "validationActions", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec", atomic: M::NONE, fields: &[
-        F { name: "paramKind", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ParamKind"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchConstraints", ty: Ty::Named("io.k8s.api.admissionregistration.v1.MatchResources"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "validations", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.Validation"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "failurePolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "auditAnnotations", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.AuditAnnotation"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "matchConditions", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.MatchCondition"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "variables", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.Variable"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus", atomic: M::NONE, fields: &[
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "typeChecking", ty: Ty::Named("io.k8s.api.admissionregistration.v1.TypeChecking"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Condition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ValidatingWebhook", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "clientConfig", ty: Ty::Named("io.k8s.api.admissionregistration.v1.WebhookClientConfig"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.RuleWithOperations"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "failurePolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "namespaceSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "objectSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "sideEffects", ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "timeoutSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "admissionReviewVersions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "matchConditions", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.MatchCondition"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "webhooks", ty: Ty::List(&Ty::Named("io.k8s.api.admissionregistration.v1.ValidatingWebhook"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.Validation", atomic: M::NONE, fields: &[
-        F { name: "expression", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "messageExpression", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.Variable", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "expression", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.admissionregistration.v1.WebhookClientConfig", atomic: M::NONE, fields: &[
-        F { name: "url", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "service", ty: Ty::Named("io.k8s.api.admissionregistration.v1.ServiceReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "caBundle", ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.ControllerRevision", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "data", ty: Ty::Untyped, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "revision", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DaemonSet", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.apps.v1.DaemonSetSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.apps.v1.DaemonSetStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DaemonSetCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DaemonSetSpec", atomic: M::NONE, fields: &[
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "template", ty: Ty::Named("io.k8s.api.core.v1.PodTemplateSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "updateStrategy", ty: Ty::Named("io.k8s.api.apps.v1.DaemonSetUpdateStrategy"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "minReadySeconds", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "revisionHistoryLimit", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DaemonSetStatus", atomic: M::NONE, fields: &[
-        F { name: "currentNumberScheduled", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "numberMisscheduled", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "desiredNumberScheduled", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "numberReady", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "updatedNumberScheduled", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "numberAvailable", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "numberUnavailable", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "collisionCount", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.apps.v1.DaemonSetCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DaemonSetUpdateStrategy", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "rollingUpdate", ty: Ty::Named("io.k8s.api.apps.v1.RollingUpdateDaemonSet"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.Deployment", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.apps.v1.DeploymentSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.apps.v1.DeploymentStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DeploymentCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastUpdateTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DeploymentSpec", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "template", ty: Ty::Named("io.k8s.api.core.v1.PodTemplateSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "strategy", ty: Ty::Named("io.k8s.api.apps.v1.DeploymentStrategy"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "minReadySeconds", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "revisionHistoryLimit", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "paused", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "progressDeadlineSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DeploymentStatus", atomic: M::NONE, fields: &[
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "replicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "updatedReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readyReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "availableReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "unavailableReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "terminatingReplicas", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.apps.v1.DeploymentCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "collisionCount", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.DeploymentStrategy", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "rollingUpdate", ty: Ty::Named("io.k8s.api.apps.v1.RollingUpdateDeployment"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.ReplicaSet", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.apps.v1.ReplicaSetSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.apps.v1.ReplicaSetStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.ReplicaSetCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.ReplicaSetSpec", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "minReadySeconds", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "template", ty: Ty::Named("io.k8s.api.core.v1.PodTemplateSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.ReplicaSetStatus", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fullyLabeledReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readyReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "availableReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "terminatingReplicas", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.apps.v1.ReplicaSetCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.RollingUpdateDaemonSet", atomic: M::NONE, fields: &[
-        F { name: "maxUnavailable", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maxSurge", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.RollingUpdateDeployment", atomic: M::NONE, fields: &[
-        F { name: "maxUnavailable", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maxSurge", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy", atomic: M::NONE, fields: &[
-        F { name: "partition", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maxUnavailable", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.StatefulSet", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.apps.v1.StatefulSetSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.apps.v1.StatefulSetStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.StatefulSetCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.StatefulSetOrdinals", atomic: M::NONE, fields: &[
-        F { name: "start", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", atomic: M::NONE, fields: &[
-        F { name: "whenDeleted", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "whenScaled", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.StatefulSetSpec", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "template", ty: Ty::Named("io.k8s.api.core.v1.PodTemplateSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "volumeClaimTemplates", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PersistentVolumeClaim"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "serviceName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "podManagementPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "updateStrategy", ty: Ty::Named("io.k8s.api.apps.v1.StatefulSetUpdateStrategy"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "revisionHistoryLimit", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "minReadySeconds", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "persistentVolumeClaimRetentionPolicy", ty: Ty::Named("io.k8s.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "ordinals", ty: Ty::Named("io.k8s.api.apps.v1.StatefulSetOrdinals"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.StatefulSetStatus", atomic: M::NONE, fields: &[
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "replicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readyReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "currentReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "updatedReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "currentRevision", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "updateRevision", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "collisionCount", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.apps.v1.StatefulSetCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "availableReplicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.apps.v1.StatefulSetUpdateStrategy", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "rollingUpdate", ty: Ty::Named("io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v1.CrossVersionObjectReference", atomic: M::ALL, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec", atomic: M::NONE, fields: &[
-        F { name: "scaleTargetRef", ty: Ty::Named("io.k8s.api.autoscaling.v1.CrossVersionObjectReference"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "minReplicas", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maxReplicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "targetCPUUtilizationPercentage", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus", atomic: M::NONE, fields: &[
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lastScaleTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "currentReplicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "desiredReplicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "currentCPUUtilizationPercentage", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v1.Scale", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.autoscaling.v1.ScaleSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.autoscaling.v1.ScaleStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v1.ScaleSpec", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Val, omit: true, def: Some("0"), m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v1.ScaleStatus", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ContainerResourceMetricSource", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "target", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricTarget"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "container", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "current", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricValueStatus"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "container", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.CrossVersionObjectReference", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ExternalMetricSource", atomic: M::NONE, fields: &[
-        F { name: "metric", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricIdentifier"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "target", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricTarget"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ExternalMetricStatus", atomic: M::NONE, fields: &[
-        F { name: "metric", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricIdentifier"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "current", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricValueStatus"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.HPAScalingPolicy", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "periodSeconds", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.HPAScalingRules", atomic: M::NONE, fields: &[
-        F { name: "stabilizationWindowSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "selectPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "policies", ty: Ty::List(&Ty::Named("io.k8s.api.autoscaling.v2.HPAScalingPolicy"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "tolerance", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior", atomic: M::NONE, fields: &[
-        F { name: "scaleUp", ty: Ty::Named("io.k8s.api.autoscaling.v2.HPAScalingRules"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "scaleDown", ty: Ty::Named("io.k8s.api.autoscaling.v2.HPAScalingRules"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec", atomic: M::NONE, fields: &[
-        F { name: "scaleTargetRef", ty: Ty::Named("io.k8s.api.autoscaling.v2.CrossVersionObjectReference"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "minReplicas", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maxReplicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "metrics", ty: Ty::List(&Ty::Named("io.k8s.api.autoscaling.v2.MetricSpec"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "behavior", ty: Ty::Named("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus", atomic: M::NONE, fields: &[
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lastScaleTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "currentReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "desiredReplicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "currentMetrics", ty: Ty::List(&Ty::Named("io.k8s.api.autoscaling.v2.MetricStatus"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.MetricIdentifier", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.MetricSpec", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "object", ty: Ty::Named("io.k8s.api.autoscaling.v2.ObjectMetricSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "pods", ty: Ty::Named("io.k8s.api.autoscaling.v2.PodsMetricSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resource", ty: Ty::Named("io.k8s.api.autoscaling.v2.ResourceMetricSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "containerResource", ty: Ty::Named("io.k8s.api.autoscaling.v2.ContainerResourceMetricSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "external", ty: Ty::Named("io.k8s.api.autoscaling.v2.ExternalMetricSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.MetricStatus", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "object", ty: Ty::Named("io.k8s.api.autoscaling.v2.ObjectMetricStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "pods", ty: Ty::Named("io.k8s.api.autoscaling.v2.PodsMetricStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resource", ty: Ty::Named("io.k8s.api.autoscaling.v2.ResourceMetricStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "containerResource", ty: Ty::Named("io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "external", ty: Ty::Named("io.k8s.api.autoscaling.v2.ExternalMetricStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.MetricTarget", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "averageValue", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "averageUtilization", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.MetricValueStatus", atomic: M::NONE, fields: &[
-        F { name: "value", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "averageValue", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "averageUtilization", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ObjectMetricSource", atomic: M::NONE, fields: &[
-        F { name: "describedObject", ty: Ty::Named("io.k8s.api.autoscaling.v2.CrossVersionObjectReference"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "target", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricTarget"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "metric", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricIdentifier"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ObjectMetricStatus", atomic: M::NONE, fields: &[
-        F { name: "metric", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricIdentifier"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "current", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricValueStatus"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "describedObject", ty: Ty::Named("io.k8s.api.autoscaling.v2.CrossVersionObjectReference"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.PodsMetricSource", atomic: M::NONE, fields: &[
-        F { name: "metric", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricIdentifier"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "target", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricTarget"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.PodsMetricStatus", atomic: M::NONE, fields: &[
-        F { name: "metric", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricIdentifier"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "current", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricValueStatus"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ResourceMetricSource", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "target", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricTarget"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.autoscaling.v2.ResourceMetricStatus", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "current", ty: Ty::Named("io.k8s.api.autoscaling.v2.MetricValueStatus"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.CronJob", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.batch.v1.CronJobSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.batch.v1.CronJobStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.CronJobSpec", atomic: M::NONE, fields: &[
-        F { name: "schedule", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "timeZone", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "startingDeadlineSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "concurrencyPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "suspend", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "jobTemplate", ty: Ty::Named("io.k8s.api.batch.v1.JobTemplateSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "successfulJobsHistoryLimit", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "failedJobsHistoryLimit", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.CronJobStatus", atomic: M::NONE, fields: &[
-        F { name: "active", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ObjectReference"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "lastScheduleTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lastSuccessfulTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.Job", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.batch.v1.JobSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.batch.v1.JobStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.JobCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastProbeTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.JobSchedulingConfiguration", atomic: M::NONE, fields: &[
-    ] },
-    T { name: "io.k8s.api.batch.v1.JobSpec", atomic: M::NONE, fields: &[
-        F { name: "parallelism", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "completions", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "activeDeadlineSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podFailurePolicy", ty: Ty::Named("io.k8s.api.batch.v1.PodFailurePolicy"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "successPolicy", ty: Ty::Named("io.k8s.api.batch.v1.SuccessPolicy"), go: G::Ptr, omit: true, def: None, m: M(30, 255) },
-        F { name: "backoffLimit", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "backoffLimitPerIndex", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maxFailedIndexes", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "manualSelector", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "template", ty: Ty::Named("io.k8s.api.core.v1.PodTemplateSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "ttlSecondsAfterFinished", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "completionMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "suspend", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podReplacementPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "managedBy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(30, 255) },
-        F { name: "scheduling", ty: Ty::Named("io.k8s.api.batch.v1.JobSchedulingConfiguration"), go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.batch.v1.JobStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.batch.v1.JobCondition"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "startTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "completionTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "active", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "succeeded", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "failed", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "terminating", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "completedIndexes", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "failedIndexes", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "uncountedTerminatedPods", ty: Ty::Named("io.k8s.api.batch.v1.UncountedTerminatedPods"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "ready", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.JobTemplateSpec", atomic: M::NONE, fields: &[
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.batch.v1.JobSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.PodFailurePolicy", atomic: M::NONE, fields: &[
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.batch.v1.PodFailurePolicyRule"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement", atomic: M::NONE, fields: &[
-        F { name: "containerName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "operator", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "values", ty: Ty::List(&Ty::Int, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.PodFailurePolicyRule", atomic: M::NONE, fields: &[
-        F { name: "action", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "onExitCodes", ty: Ty::Named("io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "onPodConditions", ty: Ty::List(&Ty::Named("io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.SuccessPolicy", atomic: M::NONE, fields: &[
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.batch.v1.SuccessPolicyRule"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.SuccessPolicyRule", atomic: M::NONE, fields: &[
-        F { name: "succeededIndexes", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "succeededCount", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.batch.v1.UncountedTerminatedPods", atomic: M::NONE, fields: &[
-        F { name: "succeeded", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "failed", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.CertificateSigningRequest", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.certificates.v1.CertificateSigningRequestSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.certificates.v1.CertificateSigningRequestStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.CertificateSigningRequestCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastUpdateTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.CertificateSigningRequestSpec", atomic: M::NONE, fields: &[
-        F { name: "request", ty: Ty::Bytes, go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "signerName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "expirationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "usages", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "username", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "uid", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "groups", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "extra", ty: Ty::Map(&Ty::List(&Ty::Str, R::Atomic), false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.CertificateSigningRequestStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.certificates.v1.CertificateSigningRequestCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "certificate", ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.ClusterTrustBundle", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.certificates.v1.ClusterTrustBundleSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.ClusterTrustBundleSpec", atomic: M::NONE, fields: &[
-        F { name: "signerName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "trustBundle", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.PodCertificateRequest", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.certificates.v1.PodCertificateRequestSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.certificates.v1.PodCertificateRequestStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.PodCertificateRequestSpec", atomic: M::NONE, fields: &[
-        F { name: "signerName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "podName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "podUID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "serviceAccountName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "serviceAccountUID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "nodeName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "nodeUID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "maxExpirationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: Some("86400"), m: M::ALL },
-        F { name: "stubPKCS10Request", ty: Ty::Bytes, go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "unverifiedUserAnnotations", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.certificates.v1.PodCertificateRequestStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Condition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "certificateChain", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "notBefore", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "beginRefreshAt", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "notAfter", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.coordination.v1.Lease", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.coordination.v1.LeaseSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.coordination.v1.LeaseSpec", atomic: M::NONE, fields: &[
-        F { name: "holderIdentity", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "leaseDurationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "acquireTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "renewTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "leaseTransitions", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "strategy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-        F { name: "preferredHolder", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.AWSElasticBlockStoreVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumeID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "partition", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Affinity", atomic: M::NONE, fields: &[
-        F { name: "nodeAffinity", ty: Ty::Named("io.k8s.api.core.v1.NodeAffinity"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podAffinity", ty: Ty::Named("io.k8s.api.core.v1.PodAffinity"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podAntiAffinity", ty: Ty::Named("io.k8s.api.core.v1.PodAntiAffinity"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.AppArmorProfile", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "localhostProfile", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.AttachedVolume", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "devicePath", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.AzureDiskVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "diskName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "diskURI", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "cachingMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Ptr, omit: true, def: Some("\"ext4\""), m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Ptr, omit: true, def: Some("false"), m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.AzureFilePersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "secretName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "shareName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretNamespace", ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.AzureFileVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "secretName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "shareName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Binding", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "target", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.CSIPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "volumeHandle", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "volumeAttributes", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "controllerPublishSecretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeStageSecretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodePublishSecretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "controllerExpandSecretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeExpandSecretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.CSIVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeAttributes", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "nodePublishSecretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Capabilities", atomic: M::NONE, fields: &[
-        F { name: "add", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "drop", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.CephFSPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "monitors", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretFile", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.CephFSVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "monitors", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretFile", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.CinderPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumeID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.CinderVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumeID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ClaimSource", atomic: M::NONE, fields: &[
-        F { name: "resourceClaimName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resourceClaimTemplateName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ClientIPConfig", atomic: M::NONE, fields: &[
-        F { name: "timeoutSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ClusterTrustBundleProjection", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "signerName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "labelSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.ComponentCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "error", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ComponentStatus", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ComponentCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ConfigMap", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "immutable", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "data", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "binaryData", ty: Ty::Map(&Ty::Bytes, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ConfigMapEnvSource", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ConfigMapKeySelector", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ConfigMapNodeConfigSource", atomic: M::NONE, fields: &[
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "uid", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resourceVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "kubeletConfigKey", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ConfigMapProjection", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
-        F { name: "items", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.KeyToPath"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ConfigMapVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
-        F { name: "items", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.KeyToPath"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "defaultMode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "defaultUser", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.Container", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "image", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "command", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "args", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "workingDir", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerPort"), R::Keys(&["containerPort", "protocol"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "envFrom", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EnvFromSource"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "env", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EnvVar"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::Named("io.k8s.api.core.v1.ResourceRequirements"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resizePolicy", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerResizePolicy"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "restartPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "restartPolicyRules", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerRestartRule"), R::Atomic), go: G::Slice, omit: true, def: None, m: M(34, 255) },
-        F { name: "volumeMounts", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeMount"), R::Keys(&["mountPath"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "volumeDevices", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeDevice"), R::Keys(&["devicePath"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "livenessProbe", ty: Ty::Named("io.k8s.api.core.v1.Probe"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readinessProbe", ty: Ty::Named("io.k8s.api.core.v1.Probe"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "startupProbe", ty: Ty::Named("io.k8s.api.core.v1.Probe"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lifecycle", ty: Ty::Named("io.k8s.api.core.v1.Lifecycle"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "terminationMessagePath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "terminationMessagePolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "imagePullPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "securityContext", ty: Ty::Named("io.k8s.api.core.v1.SecurityContext"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "stdin", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "stdinOnce", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "tty", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerExtendedResourceRequest", atomic: M::NONE, fields: &[
-        F { name: "containerName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "resourceName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "requestName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerImage", atomic: M::NONE, fields: &[
-        F { name: "names", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "sizeBytes", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerPort", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostPort", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "containerPort", ty: Ty::Int, go: G::Val, omit: false, def: Some("0"), m: M::ALL },
-        F { name: "protocol", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"TCP\""), m: M::ALL },
-        F { name: "hostIP", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerResizePolicy", atomic: M::NONE, fields: &[
-        F { name: "resourceName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "restartPolicy", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerRestartRule", atomic: M::NONE, fields: &[
-        F { name: "action", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "exitCodes", ty: Ty::Named("io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes", atomic: M::NONE, fields: &[
-        F { name: "operator", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "values", ty: Ty::List(&Ty::Int, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerState", atomic: M::NONE, fields: &[
-        F { name: "waiting", ty: Ty::Named("io.k8s.api.core.v1.ContainerStateWaiting"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "running", ty: Ty::Named("io.k8s.api.core.v1.ContainerStateRunning"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "terminated", ty: Ty::Named("io.k8s.api.core.v1.ContainerStateTerminated"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerStateRunning", atomic: M::NONE, fields: &[
-        F { name: "startedAt", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerStateTerminated", atomic: M::NONE, fields: &[
-        F { name: "exitCode", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "signal", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "startedAt", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "finishedAt", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "containerID", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerStateWaiting", atomic: M::NONE, fields: &[
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerStatus", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "state", ty: Ty::Named("io.k8s.api.core.v1.ContainerState"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastState", ty: Ty::Named("io.k8s.api.core.v1.ContainerState"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "ready", ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "restartCount", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "image", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "imageID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "containerID", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "started", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allocatedResources", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::Named("io.k8s.api.core.v1.ResourceRequirements"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeMounts", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeMountStatus"), R::Keys(&["mountPath"])), go: G::Slice, omit: true, def: None, m: M(30, 255) },
-        F { name: "user", ty: Ty::Named("io.k8s.api.core.v1.ContainerUser"), go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-        F { name: "allocatedResourcesStatus", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ResourceStatus"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M(31, 255) },
-        F { name: "stopSignal", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.ContainerUser", atomic: M::NONE, fields: &[
-        F { name: "linux", ty: Ty::Named("io.k8s.api.core.v1.LinuxContainerUser"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.DaemonEndpoint", atomic: M::NONE, fields: &[
-        F { name: "Port", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.DownwardAPIProjection", atomic: M::NONE, fields: &[
-        F { name: "items", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.DownwardAPIVolumeFile"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.DownwardAPIVolumeFile", atomic: M::NONE, fields: &[
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fieldRef", ty: Ty::Named("io.k8s.api.core.v1.ObjectFieldSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resourceFieldRef", ty: Ty::Named("io.k8s.api.core.v1.ResourceFieldSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "mode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.DownwardAPIVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "items", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.DownwardAPIVolumeFile"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "defaultMode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "defaultUser", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.EmptyDirVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "medium", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "sizeLimit", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "mode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.EndpointAddress", atomic: M::ALL, fields: &[
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "hostname", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "nodeName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "targetRef", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EndpointPort", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "protocol", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "appProtocol", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EndpointSubset", atomic: M::NONE, fields: &[
-        F { name: "addresses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EndpointAddress"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "notReadyAddresses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EndpointAddress"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EndpointPort"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Endpoints", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "subsets", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EndpointSubset"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EnvFromSource", atomic: M::NONE, fields: &[
-        F { name: "prefix", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "configMapRef", ty: Ty::Named("io.k8s.api.core.v1.ConfigMapEnvSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretEnvSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EnvVar", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "valueFrom", ty: Ty::Named("io.k8s.api.core.v1.EnvVarSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EnvVarSource", atomic: M::NONE, fields: &[
-        F { name: "fieldRef", ty: Ty::Named("io.k8s.api.core.v1.ObjectFieldSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resourceFieldRef", ty: Ty::Named("io.k8s.api.core.v1.ResourceFieldSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "configMapKeyRef", ty: Ty::Named("io.k8s.api.core.v1.ConfigMapKeySelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "secretKeyRef", ty: Ty::Named("io.k8s.api.core.v1.SecretKeySelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fileKeyRef", ty: Ty::Named("io.k8s.api.core.v1.FileKeySelector"), go: G::Ptr, omit: true, def: None, m: M(34, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.EphemeralContainer", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "image", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "command", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "args", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "workingDir", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerPort"), R::Keys(&["containerPort", "protocol"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "envFrom", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EnvFromSource"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "env", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EnvVar"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::Named("io.k8s.api.core.v1.ResourceRequirements"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resizePolicy", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerResizePolicy"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "restartPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "restartPolicyRules", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerRestartRule"), R::Atomic), go: G::Slice, omit: true, def: None, m: M(34, 255) },
-        F { name: "volumeMounts", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeMount"), R::Keys(&["mountPath"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "volumeDevices", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeDevice"), R::Keys(&["devicePath"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "livenessProbe", ty: Ty::Named("io.k8s.api.core.v1.Probe"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readinessProbe", ty: Ty::Named("io.k8s.api.core.v1.Probe"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "startupProbe", ty: Ty::Named("io.k8s.api.core.v1.Probe"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lifecycle", ty: Ty::Named("io.k8s.api.core.v1.Lifecycle"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "terminationMessagePath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "terminationMessagePolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "imagePullPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "securityContext", ty: Ty::Named("io.k8s.api.core.v1.SecurityContext"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "stdin", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "stdinOnce", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "tty", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "targetContainerName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EphemeralVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumeClaimTemplate", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeClaimTemplate"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Event", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "involvedObject", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "source", ty: Ty::Named("io.k8s.api.core.v1.EventSource"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "firstTimestamp", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTimestamp", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "count", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "eventTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "series", ty: Ty::Named("io.k8s.api.core.v1.EventSeries"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "action", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "related", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "reportingComponent", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "reportingInstance", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EventSeries", atomic: M::NONE, fields: &[
-        F { name: "count", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastObservedTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EventSource", atomic: M::NONE, fields: &[
-        F { name: "component", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "host", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.EvictionResponder", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "priority", ty: Ty::Int, go: G::Ptr, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ExecAction", atomic: M::NONE, fields: &[
-        F { name: "command", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.FCVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "targetWWNs", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "lun", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "wwids", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.FileKeySelector", atomic: M::ALL, fields: &[
-        F { name: "volumeName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: Some("false"), m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.FlexPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "options", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.FlexVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "options", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.FlockerVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "datasetName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "datasetUUID", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.GCEPersistentDiskVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "pdName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "partition", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.GRPCAction", atomic: M::NONE, fields: &[
-        F { name: "port", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "service", ty: Ty::Str, go: G::Ptr, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "mode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.GitRepoVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "repository", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "revision", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "directory", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.GlusterfsPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "endpoints", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "endpointsNamespace", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.GlusterfsVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "endpoints", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.HTTPGetAction", atomic: M::NONE, fields: &[
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::IntOrStr, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "host", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "scheme", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "httpHeaders", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.HTTPHeader"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "protocol", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.HTTPHeader", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.HostAlias", atomic: M::NONE, fields: &[
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M(0, 29) },
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M(30, 255) },
-        F { name: "hostnames", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.HostIP", atomic: M::NONE, fields: &[
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.HostPathVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ISCSIPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "targetPortal", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "iqn", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lun", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "iscsiInterface", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"default\""), m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "portals", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "chapAuthDiscovery", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "chapAuthSession", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "initiatorName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ISCSIVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "targetPortal", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "iqn", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lun", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "iscsiInterface", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"default\""), m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "portals", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "chapAuthDiscovery", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "chapAuthSession", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "initiatorName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ImageVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "reference", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "pullPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ImageVolumeStatus", atomic: M::NONE, fields: &[
-        F { name: "imageRef", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.KeyToPath", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "mode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.Lifecycle", atomic: M::NONE, fields: &[
-        F { name: "postStart", ty: Ty::Named("io.k8s.api.core.v1.LifecycleHandler"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "preStop", ty: Ty::Named("io.k8s.api.core.v1.LifecycleHandler"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "stopSignal", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.LifecycleHandler", atomic: M::NONE, fields: &[
-        F { name: "exec", ty: Ty::Named("io.k8s.api.core.v1.ExecAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "httpGet", ty: Ty::Named("io.k8s.api.core.v1.HTTPGetAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "tcpSocket", ty: Ty::Named("io.k8s.api.core.v1.TCPSocketAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "sleep", ty: Ty::Named("io.k8s.api.core.v1.SleepAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.LimitRange", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.LimitRangeSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.LimitRangeItem", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "max", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "min", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "default", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "defaultRequest", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "maxLimitRequestRatio", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.LimitRangeSpec", atomic: M::NONE, fields: &[
-        F { name: "limits", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.LimitRangeItem"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.LinuxContainerUser", atomic: M::NONE, fields: &[
-        F { name: "uid", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "gid", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "supplementalGroups", ty: Ty::List(&Ty::Int, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.LoadBalancerIngress", atomic: M::NONE, fields: &[
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostname", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "ipMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PortStatus"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.LoadBalancerStatus", atomic: M::NONE, fields: &[
-        F { name: "ingress", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.LoadBalancerIngress"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.LocalObjectReference", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M(0, 29) },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M(30, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.LocalVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ModifyVolumeStatus", atomic: M::NONE, fields: &[
-        F { name: "targetVolumeAttributesClassName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NFSVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "server", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Namespace", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.NamespaceSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.NamespaceStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NamespaceCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NamespaceSpec", atomic: M::NONE, fields: &[
-        F { name: "finalizers", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NamespaceStatus", atomic: M::NONE, fields: &[
-        F { name: "phase", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NamespaceCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Node", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.NodeSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.NodeStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeAddress", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "address", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeAffinity", atomic: M::NONE, fields: &[
-        F { name: "requiredDuringSchedulingIgnoredDuringExecution", ty: Ty::Named("io.k8s.api.core.v1.NodeSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "preferredDuringSchedulingIgnoredDuringExecution", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PreferredSchedulingTerm"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeAllocatableMappedResources", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "quantity", ty: Ty::Quantity, go: G::Ptr, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeAllocatableOverheadResources", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "perPod", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "perContainer", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeAllocatableResourceClaimStatus", atomic: M::NONE, fields: &[
-        F { name: "resourceClaimName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "containers", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "mapping", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeAllocatableMappedResources"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "overhead", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeAllocatableOverheadResources"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastHeartbeatTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeConfigSource", atomic: M::NONE, fields: &[
-        F { name: "configMap", ty: Ty::Named("io.k8s.api.core.v1.ConfigMapNodeConfigSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeConfigStatus", atomic: M::NONE, fields: &[
-        F { name: "assigned", ty: Ty::Named("io.k8s.api.core.v1.NodeConfigSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "active", ty: Ty::Named("io.k8s.api.core.v1.NodeConfigSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lastKnownGood", ty: Ty::Named("io.k8s.api.core.v1.NodeConfigSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "error", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeDaemonEndpoints", atomic: M::NONE, fields: &[
-        F { name: "kubeletEndpoint", ty: Ty::Named("io.k8s.api.core.v1.DaemonEndpoint"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeFeatures", atomic: M::NONE, fields: &[
-        F { name: "supplementalGroupsPolicy", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodePodPreemptionPolicy", atomic: M::NONE, fields: &[
-        F { name: "disableResizePreemption", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeRuntimeHandler", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "features", ty: Ty::Named("io.k8s.api.core.v1.NodeRuntimeHandlerFeatures"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeRuntimeHandlerFeatures", atomic: M::NONE, fields: &[
-        F { name: "recursiveReadOnlyMounts", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "userNamespaces", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(0, 29) },
-        F { name: "userNamespaces", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeSelector", atomic: M::ALL, fields: &[
-        F { name: "nodeSelectorTerms", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeSelectorTerm"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeSelectorRequirement", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "operator", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "values", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeSelectorTerm", atomic: M::ALL, fields: &[
-        F { name: "matchExpressions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeSelectorRequirement"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "matchFields", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeSelectorRequirement"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeSpec", atomic: M::NONE, fields: &[
-        F { name: "podCIDR", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "podCIDRs", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "providerID", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "unschedulable", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "taints", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.Taint"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "configSource", ty: Ty::Named("io.k8s.api.core.v1.NodeConfigSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "externalID", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "podPreemptionPolicy", ty: Ty::Named("io.k8s.api.core.v1.NodePodPreemptionPolicy"), go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeStatus", atomic: M::NONE, fields: &[
-        F { name: "capacity", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "allocatable", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "phase", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "addresses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeAddress"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "daemonEndpoints", ty: Ty::Named("io.k8s.api.core.v1.NodeDaemonEndpoints"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "nodeInfo", ty: Ty::Named("io.k8s.api.core.v1.NodeSystemInfo"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "images", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerImage"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "volumesInUse", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "volumesAttached", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.AttachedVolume"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "config", ty: Ty::Named("io.k8s.api.core.v1.NodeConfigStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runtimeHandlers", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeRuntimeHandler"), R::Atomic), go: G::Slice, omit: true, def: None, m: M(30, 255) },
-        F { name: "features", ty: Ty::Named("io.k8s.api.core.v1.NodeFeatures"), go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-        F { name: "declaredFeatures", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M(35, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeSwapStatus", atomic: M::NONE, fields: &[
-        F { name: "capacity", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.NodeSystemInfo", atomic: M::NONE, fields: &[
-        F { name: "machineID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "systemUUID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "bootID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "kernelVersion", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "osImage", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "containerRuntimeVersion", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "kubeletVersion", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "kubeProxyVersion", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "operatingSystem", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "architecture", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "swap", ty: Ty::Named("io.k8s.api.core.v1.NodeSwapStatus"), go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.ObjectFieldSelector", atomic: M::ALL, fields: &[
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fieldPath", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ObjectReference", atomic: M::ALL, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "uid", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resourceVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fieldPath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolume", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeClaim", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeClaimSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeClaimStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeClaimCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastProbeTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeClaimSpec", atomic: M::NONE, fields: &[
-        F { name: "accessModes", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::Named("io.k8s.api.core.v1.VolumeResourceRequirements"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "volumeName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storageClassName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "dataSource", ty: Ty::Named("io.k8s.api.core.v1.TypedLocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "dataSourceRef", ty: Ty::Named("io.k8s.api.core.v1.TypedObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeAttributesClassName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeClaimStatus", atomic: M::NONE, fields: &[
-        F { name: "phase", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "accessModes", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "capacity", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PersistentVolumeClaimCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "allocatedResources", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "allocatedResourceStatuses", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "currentVolumeAttributesClassName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "modifyVolumeStatus", ty: Ty::Named("io.k8s.api.core.v1.ModifyVolumeStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "healthStatus", ty: Ty::Named("io.k8s.api.core.v1.VolumeHealthStatus"), go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeClaimTemplate", atomic: M::NONE, fields: &[
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeClaimSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeClaimVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "claimName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeSpec", atomic: M::NONE, fields: &[
-        F { name: "capacity", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "gcePersistentDisk", ty: Ty::Named("io.k8s.api.core.v1.GCEPersistentDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "awsElasticBlockStore", ty: Ty::Named("io.k8s.api.core.v1.AWSElasticBlockStoreVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "hostPath", ty: Ty::Named("io.k8s.api.core.v1.HostPathVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "glusterfs", ty: Ty::Named("io.k8s.api.core.v1.GlusterfsPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nfs", ty: Ty::Named("io.k8s.api.core.v1.NFSVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "rbd", ty: Ty::Named("io.k8s.api.core.v1.RBDPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "iscsi", ty: Ty::Named("io.k8s.api.core.v1.ISCSIPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "cinder", ty: Ty::Named("io.k8s.api.core.v1.CinderPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "cephfs", ty: Ty::Named("io.k8s.api.core.v1.CephFSPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fc", ty: Ty::Named("io.k8s.api.core.v1.FCVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "flocker", ty: Ty::Named("io.k8s.api.core.v1.FlockerVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "flexVolume", ty: Ty::Named("io.k8s.api.core.v1.FlexPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "azureFile", ty: Ty::Named("io.k8s.api.core.v1.AzureFilePersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "vsphereVolume", ty: Ty::Named("io.k8s.api.core.v1.VsphereVirtualDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "quobyte", ty: Ty::Named("io.k8s.api.core.v1.QuobyteVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "azureDisk", ty: Ty::Named("io.k8s.api.core.v1.AzureDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "photonPersistentDisk", ty: Ty::Named("io.k8s.api.core.v1.PhotonPersistentDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "portworxVolume", ty: Ty::Named("io.k8s.api.core.v1.PortworxVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "scaleIO", ty: Ty::Named("io.k8s.api.core.v1.ScaleIOPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "local", ty: Ty::Named("io.k8s.api.core.v1.LocalVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "storageos", ty: Ty::Named("io.k8s.api.core.v1.StorageOSPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "csi", ty: Ty::Named("io.k8s.api.core.v1.CSIPersistentVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "accessModes", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "claimRef", ty: Ty::NamedAs("io.k8s.api.core.v1.ObjectReference", false), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "persistentVolumeReclaimPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storageClassName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "mountOptions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "volumeMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeAffinity", ty: Ty::Named("io.k8s.api.core.v1.VolumeNodeAffinity"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeAttributesClassName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PersistentVolumeStatus", atomic: M::NONE, fields: &[
-        F { name: "phase", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastPhaseTransitionTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PhotonPersistentDiskVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "pdID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Pod", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.PodSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.PodStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodAffinity", atomic: M::NONE, fields: &[
-        F { name: "requiredDuringSchedulingIgnoredDuringExecution", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodAffinityTerm"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "preferredDuringSchedulingIgnoredDuringExecution", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.WeightedPodAffinityTerm"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodAffinityTerm", atomic: M::NONE, fields: &[
-        F { name: "labelSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "namespaces", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "topologyKey", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "namespaceSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchLabelKeys", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "mismatchLabelKeys", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodAntiAffinity", atomic: M::NONE, fields: &[
-        F { name: "requiredDuringSchedulingIgnoredDuringExecution", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodAffinityTerm"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "preferredDuringSchedulingIgnoredDuringExecution", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.WeightedPodAffinityTerm"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodCertificateProjection", atomic: M::NONE, fields: &[
-        F { name: "signerName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "keyType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "maxExpirationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "credentialBundlePath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "keyPath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "certificateChainPath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "userAnnotations", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M(0, 33) },
-        F { name: "userAnnotations", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M(35, 255) },
-        F { name: "user", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(0, 33) },
-        F { name: "user", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(33, 255) },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastProbeTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodDNSConfig", atomic: M::NONE, fields: &[
-        F { name: "nameservers", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "searches", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "options", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodDNSConfigOption"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodDNSConfigOption", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodExtendedResourceClaimStatus", atomic: M::NONE, fields: &[
-        F { name: "requestMappings", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerExtendedResourceRequest"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "resourceClaimName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodIP", atomic: M::NONE, fields: &[
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M(0, 29) },
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M(30, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodOS", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodReadinessGate", atomic: M::NONE, fields: &[
-        F { name: "conditionType", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodResourceClaim", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "resourceClaimName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-        F { name: "resourceClaimTemplateName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-        F { name: "source", ty: Ty::Named("io.k8s.api.core.v1.ClaimSource"), go: G::Ptr, omit: true, def: None, m: M(0, 30) },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodResourceClaimStatus", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "resourceClaimName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodSchedulingGate", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodSchedulingGroup", atomic: M::NONE, fields: &[
-        F { name: "podGroupName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodSecurityContext", atomic: M::NONE, fields: &[
-        F { name: "seLinuxOptions", ty: Ty::Named("io.k8s.api.core.v1.SELinuxOptions"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "windowsOptions", ty: Ty::Named("io.k8s.api.core.v1.WindowsSecurityContextOptions"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runAsUser", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runAsGroup", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runAsNonRoot", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "supplementalGroups", ty: Ty::List(&Ty::Int, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "supplementalGroupsPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-        F { name: "fsGroup", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "sysctls", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.Sysctl"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "fsGroupChangePolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "seccompProfile", ty: Ty::Named("io.k8s.api.core.v1.SeccompProfile"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "appArmorProfile", ty: Ty::Named("io.k8s.api.core.v1.AppArmorProfile"), go: G::Ptr, omit: true, def: None, m: M(30, 255) },
-        F { name: "seLinuxChangePolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(32, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodSpec", atomic: M::NONE, fields: &[
-        F { name: "volumes", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.Volume"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "initContainers", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.Container"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "containers", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.Container"), R::Keys(&["name"])), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "ephemeralContainers", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EphemeralContainer"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "restartPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "terminationGracePeriodSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "activeDeadlineSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "dnsPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "nodeSelector", ty: Ty::Map(&Ty::Str, true), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "serviceAccountName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "serviceAccount", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "automountServiceAccountToken", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostNetwork", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostPID", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostIPC", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "shareProcessNamespace", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "securityContext", ty: Ty::Named("io.k8s.api.core.v1.PodSecurityContext"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "imagePullSecrets", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "hostname", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "subdomain", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "affinity", ty: Ty::Named("io.k8s.api.core.v1.Affinity"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "schedulerName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "tolerations", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.Toleration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "hostAliases", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.HostAlias"), R::Keys(&["ip"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "priorityClassName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "priority", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "dnsConfig", ty: Ty::Named("io.k8s.api.core.v1.PodDNSConfig"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readinessGates", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodReadinessGate"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "runtimeClassName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "enableServiceLinks", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "preemptionPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "overhead", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "topologySpreadConstraints", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.TopologySpreadConstraint"), R::Keys(&["topologyKey", "whenUnsatisfiable"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "setHostnameAsFQDN", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "os", ty: Ty::Named("io.k8s.api.core.v1.PodOS"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "hostUsers", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "schedulingGates", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodSchedulingGate"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resourceClaims", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodResourceClaim"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::Named("io.k8s.api.core.v1.ResourceRequirements"), go: G::Ptr, omit: true, def: None, m: M(32, 255) },
-        F { name: "hostnameOverride", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(34, 255) },
-        F { name: "schedulingGroup", ty: Ty::Named("io.k8s.api.core.v1.PodSchedulingGroup"), go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-        F { name: "evictionResponders", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.EvictionResponder"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-        F { name: "workloadRef", ty: Ty::Named("io.k8s.api.core.v1.WorkloadReference"), go: G::Ptr, omit: true, def: None, m: M(35, 35) },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodStatus", atomic: M::NONE, fields: &[
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(33, 255) },
-        F { name: "phase", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "nominatedNodeName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostIP", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostIPs", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.HostIP"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "podIP", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "podIPs", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodIP"), R::Keys(&["ip"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "startTime", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "initContainerStatuses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerStatus"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "containerStatuses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerStatus"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "qosClass", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "ephemeralContainerStatuses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ContainerStatus"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resize", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resourceClaimStatuses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodResourceClaimStatus"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "extendedResourceClaimStatus", ty: Ty::Named("io.k8s.api.core.v1.PodExtendedResourceClaimStatus"), go: G::Ptr, omit: true, def: None, m: M(34, 255) },
-        F { name: "allocatedResources", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M(35, 255) },
-        F { name: "resources", ty: Ty::Named("io.k8s.api.core.v1.ResourceRequirements"), go: G::Ptr, omit: true, def: None, m: M(35, 255) },
-        F { name: "nodeAllocatableResourceClaimStatuses", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.NodeAllocatableResourceClaimStatus"), R::Keys(&["resourceClaimName"])), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-        F { name: "volumeHealth", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.PodVolumeHealth"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodTemplate", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "template", ty: Ty::Named("io.k8s.api.core.v1.PodTemplateSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodTemplateSpec", atomic: M::NONE, fields: &[
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.PodSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PodVolumeHealth", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "healthConditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeHealthCondition"), R::Keys(&["status", "reason"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PortStatus", atomic: M::NONE, fields: &[
-        F { name: "port", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "protocol", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "error", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PortworxVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumeID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.PreferredSchedulingTerm", atomic: M::NONE, fields: &[
-        F { name: "weight", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "preference", ty: Ty::Named("io.k8s.api.core.v1.NodeSelectorTerm"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Probe", atomic: M::NONE, fields: &[
-        F { name: "exec", ty: Ty::Named("io.k8s.api.core.v1.ExecAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "httpGet", ty: Ty::Named("io.k8s.api.core.v1.HTTPGetAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "tcpSocket", ty: Ty::Named("io.k8s.api.core.v1.TCPSocketAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "grpc", ty: Ty::Named("io.k8s.api.core.v1.GRPCAction"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "initialDelaySeconds", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "timeoutSeconds", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "periodSeconds", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "successThreshold", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "failureThreshold", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "terminationGracePeriodSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ProjectedVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "sources", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeProjection"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "defaultMode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "defaultUser", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.QuobyteVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "registry", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "volume", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "group", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "tenant", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.RBDPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "monitors", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "image", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "pool", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"rbd\""), m: M::ALL },
-        F { name: "user", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"admin\""), m: M::ALL },
-        F { name: "keyring", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"/etc/ceph/keyring\""), m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.RBDVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "monitors", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "image", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "pool", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"rbd\""), m: M::ALL },
-        F { name: "user", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"admin\""), m: M::ALL },
-        F { name: "keyring", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"/etc/ceph/keyring\""), m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.RangeAllocation", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "range", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "data", ty: Ty::Bytes, go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ReplicationController", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.ReplicationControllerSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.ReplicationControllerStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ReplicationControllerCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ReplicationControllerSpec", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Ptr, omit: true, def: Some("1"), m: M::ALL },
-        F { name: "minReadySeconds", ty: Ty::Int, go: G::Val, omit: true, def: Some("0"), m: M::ALL },
-        F { name: "selector", ty: Ty::Map(&Ty::Str, true), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "template", ty: Ty::Named("io.k8s.api.core.v1.PodTemplateSpec"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ReplicationControllerStatus", atomic: M::NONE, fields: &[
-        F { name: "replicas", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fullyLabeledReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readyReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "availableReplicas", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ReplicationControllerCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceClaim", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "request", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M(31, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceFieldSelector", atomic: M::ALL, fields: &[
-        F { name: "containerName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resource", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "divisor", ty: Ty::Quantity, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceHealth", atomic: M::NONE, fields: &[
-        F { name: "resourceID", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "health", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(0, 30) },
-        F { name: "message", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceQuota", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.ResourceQuotaSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.ResourceQuotaStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceQuotaSpec", atomic: M::NONE, fields: &[
-        F { name: "hard", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "scopes", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "scopeSelector", ty: Ty::Named("io.k8s.api.core.v1.ScopeSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceQuotaStatus", atomic: M::NONE, fields: &[
-        F { name: "hard", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "used", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceRequirements", atomic: M::NONE, fields: &[
-        F { name: "limits", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "requests", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "claims", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ResourceClaim"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ResourceStatus", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "resources", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ResourceHealth"), R::Keys(&["resourceID"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SELinuxOptions", atomic: M::NONE, fields: &[
-        F { name: "user", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "role", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "level", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ScaleIOPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "gateway", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "system", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.SecretReference"), go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "sslEnabled", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "protectionDomain", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storagePool", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storageMode", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"ThinProvisioned\""), m: M::ALL },
-        F { name: "volumeName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"xfs\""), m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ScaleIOVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "gateway", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "system", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "sslEnabled", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "protectionDomain", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storagePool", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storageMode", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"ThinProvisioned\""), m: M::ALL },
-        F { name: "volumeName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"xfs\""), m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ScopeSelector", atomic: M::ALL, fields: &[
-        F { name: "matchExpressions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ScopedResourceSelectorRequirement"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ScopedResourceSelectorRequirement", atomic: M::NONE, fields: &[
-        F { name: "scopeName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "operator", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "values", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SeccompProfile", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "localhostProfile", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Secret", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "immutable", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "data", ty: Ty::Map(&Ty::Bytes, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "stringData", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SecretEnvSource", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SecretKeySelector", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SecretProjection", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"\""), m: M::ALL },
-        F { name: "items", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.KeyToPath"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SecretReference", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SecretVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "secretName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "items", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.KeyToPath"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "defaultMode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "optional", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "defaultUser", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.SecurityContext", atomic: M::NONE, fields: &[
-        F { name: "capabilities", ty: Ty::Named("io.k8s.api.core.v1.Capabilities"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "privileged", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "seLinuxOptions", ty: Ty::Named("io.k8s.api.core.v1.SELinuxOptions"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "windowsOptions", ty: Ty::Named("io.k8s.api.core.v1.WindowsSecurityContextOptions"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runAsUser", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runAsGroup", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runAsNonRoot", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "readOnlyRootFilesystem", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allowPrivilegeEscalation", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "procMount", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "seccompProfile", ty: Ty::Named("io.k8s.api.core.v1.SeccompProfile"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "appArmorProfile", ty: Ty::Named("io.k8s.api.core.v1.AppArmorProfile"), go: G::Ptr, omit: true, def: None, m: M(30, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.Service", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.core.v1.ServiceSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.core.v1.ServiceStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ServiceAccount", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secrets", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ObjectReference"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "imagePullSecrets", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "automountServiceAccountToken", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ServiceAccountTokenProjection", atomic: M::NONE, fields: &[
-        F { name: "audience", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "expirationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.ServicePort", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "protocol", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"TCP\""), m: M::ALL },
-        F { name: "appProtocol", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::Int, go: G::Val, omit: false, def: Some("0"), m: M::ALL },
-        F { name: "targetPort", ty: Ty::IntOrStr, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "nodePort", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.ServiceSpec", atomic: M::NONE, fields: &[
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.ServicePort"), R::Keys(&["port", "protocol"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Map(&Ty::Str, true), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "clusterIP", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "clusterIPs", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "externalIPs", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "sessionAffinity", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "loadBalancerIP", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "loadBalancerSourceRanges", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "externalName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "externalTrafficPolicy", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "healthCheckNodePort", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "publishNotReadyAddresses", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "sessionAffinityConfig", ty: Ty::Named("io.k8s.api.core.v1.SessionAffinityConfig"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "ipFamilies", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "ipFamilyPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allocateLoadBalancerNodePorts", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "loadBalancerClass", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "internalTrafficPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "trafficDistribution", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(30, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.ServiceStatus", atomic: M::NONE, fields: &[
-        F { name: "loadBalancer", ty: Ty::Named("io.k8s.api.core.v1.LoadBalancerStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Condition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SessionAffinityConfig", atomic: M::NONE, fields: &[
-        F { name: "clientIP", ty: Ty::Named("io.k8s.api.core.v1.ClientIPConfig"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.SleepAction", atomic: M::NONE, fields: &[
-        F { name: "seconds", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.StorageOSPersistentVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumeName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "volumeNamespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.StorageOSVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumeName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "volumeNamespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "secretRef", ty: Ty::Named("io.k8s.api.core.v1.LocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Sysctl", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.TCPSocketAction", atomic: M::NONE, fields: &[
-        F { name: "port", ty: Ty::IntOrStr, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "host", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Taint", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "effect", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "timeAdded", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Toleration", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "operator", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "effect", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "tolerationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.TopologySelectorLabelRequirement", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "values", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.TopologySelectorTerm", atomic: M::ALL, fields: &[
-        F { name: "matchLabelExpressions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.TopologySelectorLabelRequirement"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.TopologySpreadConstraint", atomic: M::NONE, fields: &[
-        F { name: "maxSkew", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "topologyKey", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "whenUnsatisfiable", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "labelSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "minDomains", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeAffinityPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeTaintsPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "matchLabelKeys", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.TypedLocalObjectReference", atomic: M::ALL, fields: &[
-        F { name: "apiGroup", ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.TypedObjectReference", atomic: M::NONE, fields: &[
-        F { name: "apiGroup", ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.Volume", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "hostPath", ty: Ty::Named("io.k8s.api.core.v1.HostPathVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "emptyDir", ty: Ty::Named("io.k8s.api.core.v1.EmptyDirVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "gcePersistentDisk", ty: Ty::Named("io.k8s.api.core.v1.GCEPersistentDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "awsElasticBlockStore", ty: Ty::Named("io.k8s.api.core.v1.AWSElasticBlockStoreVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "gitRepo", ty: Ty::Named("io.k8s.api.core.v1.GitRepoVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "secret", ty: Ty::Named("io.k8s.api.core.v1.SecretVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nfs", ty: Ty::Named("io.k8s.api.core.v1.NFSVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "iscsi", ty: Ty::Named("io.k8s.api.core.v1.ISCSIVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "glusterfs", ty: Ty::Named("io.k8s.api.core.v1.GlusterfsVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "persistentVolumeClaim", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeClaimVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "rbd", ty: Ty::Named("io.k8s.api.core.v1.RBDVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "flexVolume", ty: Ty::Named("io.k8s.api.core.v1.FlexVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "cinder", ty: Ty::Named("io.k8s.api.core.v1.CinderVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "cephfs", ty: Ty::Named("io.k8s.api.core.v1.CephFSVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "flocker", ty: Ty::Named("io.k8s.api.core.v1.FlockerVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "downwardAPI", ty: Ty::Named("io.k8s.api.core.v1.DownwardAPIVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fc", ty: Ty::Named("io.k8s.api.core.v1.FCVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "azureFile", ty: Ty::Named("io.k8s.api.core.v1.AzureFileVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "configMap", ty: Ty::Named("io.k8s.api.core.v1.ConfigMapVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "vsphereVolume", ty: Ty::Named("io.k8s.api.core.v1.VsphereVirtualDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "quobyte", ty: Ty::Named("io.k8s.api.core.v1.QuobyteVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "azureDisk", ty: Ty::Named("io.k8s.api.core.v1.AzureDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "photonPersistentDisk", ty: Ty::Named("io.k8s.api.core.v1.PhotonPersistentDiskVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "projected", ty: Ty::Named("io.k8s.api.core.v1.ProjectedVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "portworxVolume", ty: Ty::Named("io.k8s.api.core.v1.PortworxVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "scaleIO", ty: Ty::Named("io.k8s.api.core.v1.ScaleIOVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "storageos", ty: Ty::Named("io.k8s.api.core.v1.StorageOSVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "csi", ty: Ty::Named("io.k8s.api.core.v1.CSIVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "ephemeral", ty: Ty::Named("io.k8s.api.core.v1.EphemeralVolumeSource"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "image", ty: Ty::Named("io.k8s.api.core.v1.ImageVolumeSource"), go: G::Ptr, omit: true, def: None, m: M(31, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeDevice", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "devicePath", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeHealthCondition", atomic: M::NONE, fields: &[
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeHealthStatus", atomic: M::NONE, fields: &[
-        F { name: "healthConditions", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.VolumeHealthCondition"), R::Keys(&["status", "reason"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeMount", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "recursiveReadOnly", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(30, 255) },
-        F { name: "mountPath", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "subPath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "mountPropagation", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "subPathExpr", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "bindMountOptions", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeMountStatus", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "mountPath", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "readOnly", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "recursiveReadOnly", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeStatus", ty: Ty::Named("io.k8s.api.core.v1.VolumeStatus"), go: G::Ptr, omit: true, def: None, m: M(0, 29) },
-        F { name: "volumeStatus", ty: Ty::Named("io.k8s.api.core.v1.VolumeStatus"), go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeNodeAffinity", atomic: M::NONE, fields: &[
-        F { name: "required", ty: Ty::Named("io.k8s.api.core.v1.NodeSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeProjection", atomic: M::NONE, fields: &[
-        F { name: "secret", ty: Ty::Named("io.k8s.api.core.v1.SecretProjection"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "downwardAPI", ty: Ty::Named("io.k8s.api.core.v1.DownwardAPIProjection"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "configMap", ty: Ty::Named("io.k8s.api.core.v1.ConfigMapProjection"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "serviceAccountToken", ty: Ty::Named("io.k8s.api.core.v1.ServiceAccountTokenProjection"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "clusterTrustBundle", ty: Ty::Named("io.k8s.api.core.v1.ClusterTrustBundleProjection"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podCertificate", ty: Ty::Named("io.k8s.api.core.v1.PodCertificateProjection"), go: G::Ptr, omit: true, def: None, m: M(34, 255) },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeResourceRequirements", atomic: M::NONE, fields: &[
-        F { name: "limits", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "requests", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.VolumeStatus", atomic: M::NONE, fields: &[
-        F { name: "image", ty: Ty::Named("io.k8s.api.core.v1.ImageVolumeStatus"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.VsphereVirtualDiskVolumeSource", atomic: M::NONE, fields: &[
-        F { name: "volumePath", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "fsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storagePolicyName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "storagePolicyID", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.WeightedPodAffinityTerm", atomic: M::NONE, fields: &[
-        F { name: "weight", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "podAffinityTerm", ty: Ty::Named("io.k8s.api.core.v1.PodAffinityTerm"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.WindowsSecurityContextOptions", atomic: M::NONE, fields: &[
-        F { name: "gmsaCredentialSpecName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "gmsaCredentialSpec", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "runAsUserName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "hostProcess", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.core.v1.WorkloadReference", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podGroup", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podGroupReplicaKey", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.discovery.v1.Endpoint", atomic: M::NONE, fields: &[
-        F { name: "addresses", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::Named("io.k8s.api.discovery.v1.EndpointConditions"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostname", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "targetRef", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "deprecatedTopology", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "nodeName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "zone", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "hints", ty: Ty::Named("io.k8s.api.discovery.v1.EndpointHints"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.discovery.v1.EndpointConditions", atomic: M::NONE, fields: &[
-        F { name: "ready", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "serving", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "terminating", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.discovery.v1.EndpointHints", atomic: M::NONE, fields: &[
-        F { name: "forZones", ty: Ty::List(&Ty::Named("io.k8s.api.discovery.v1.ForZone"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "forNodes", ty: Ty::List(&Ty::Named("io.k8s.api.discovery.v1.ForNode"), R::Atomic), go: G::Slice, omit: true, def: None, m: M(33, 255) },
-    ] },
-    T { name: "io.k8s.api.discovery.v1.EndpointPort", atomic: M::ALL, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "protocol", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "appProtocol", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.discovery.v1.EndpointSlice", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "addressType", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "endpoints", ty: Ty::List(&Ty::Named("io.k8s.api.discovery.v1.Endpoint"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.discovery.v1.EndpointPort"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.discovery.v1.ForNode", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.discovery.v1.ForZone", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.events.v1.Event", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "eventTime", ty: Ty::Time, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "series", ty: Ty::Named("io.k8s.api.events.v1.EventSeries"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "reportingController", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reportingInstance", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "action", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "regarding", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "related", ty: Ty::Named("io.k8s.api.core.v1.ObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "note", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "deprecatedSource", ty: Ty::Named("io.k8s.api.core.v1.EventSource"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "deprecatedFirstTimestamp", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "deprecatedLastTimestamp", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "deprecatedCount", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.events.v1.EventSeries", atomic: M::NONE, fields: &[
-        F { name: "count", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastObservedTime", ty: Ty::Time, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.ExemptPriorityLevelConfiguration", atomic: M::NONE, fields: &[
-        F { name: "nominalConcurrencyShares", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lendablePercent", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.FlowDistinguisherMethod", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.FlowSchema", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.flowcontrol.v1.FlowSchemaSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.flowcontrol.v1.FlowSchemaStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.FlowSchemaCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.FlowSchemaSpec", atomic: M::NONE, fields: &[
-        F { name: "priorityLevelConfiguration", ty: Ty::Named("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "matchingPrecedence", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "distinguisherMethod", ty: Ty::Named("io.k8s.api.flowcontrol.v1.FlowDistinguisherMethod"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.FlowSchemaStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.flowcontrol.v1.FlowSchemaCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.GroupSubject", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.LimitResponse", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "queuing", ty: Ty::Named("io.k8s.api.flowcontrol.v1.QueuingConfiguration"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration", atomic: M::NONE, fields: &[
-        F { name: "nominalConcurrencyShares", ty: Ty::Int, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "limitResponse", ty: Ty::Named("io.k8s.api.flowcontrol.v1.LimitResponse"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lendablePercent", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "borrowingLimitPercent", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.NonResourcePolicyRule", atomic: M::NONE, fields: &[
-        F { name: "verbs", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "nonResourceURLs", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects", atomic: M::NONE, fields: &[
-        F { name: "subjects", ty: Ty::List(&Ty::Named("io.k8s.api.flowcontrol.v1.Subject"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "resourceRules", ty: Ty::List(&Ty::Named("io.k8s.api.flowcontrol.v1.ResourcePolicyRule"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "nonResourceRules", ty: Ty::List(&Ty::Named("io.k8s.api.flowcontrol.v1.NonResourcePolicyRule"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "limited", ty: Ty::Named("io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "exempt", ty: Ty::Named("io.k8s.api.flowcontrol.v1.ExemptPriorityLevelConfiguration"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.QueuingConfiguration", atomic: M::NONE, fields: &[
-        F { name: "queues", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "handSize", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "queueLengthLimit", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.ResourcePolicyRule", atomic: M::NONE, fields: &[
-        F { name: "verbs", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "apiGroups", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "clusterScope", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "namespaces", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.ServiceAccountSubject", atomic: M::NONE, fields: &[
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.Subject", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "user", ty: Ty::Named("io.k8s.api.flowcontrol.v1.UserSubject"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "group", ty: Ty::Named("io.k8s.api.flowcontrol.v1.GroupSubject"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "serviceAccount", ty: Ty::Named("io.k8s.api.flowcontrol.v1.ServiceAccountSubject"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.flowcontrol.v1.UserSubject", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.HTTPIngressPath", atomic: M::NONE, fields: &[
-        F { name: "path", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "pathType", ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "backend", ty: Ty::Named("io.k8s.api.networking.v1.IngressBackend"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.HTTPIngressRuleValue", atomic: M::NONE, fields: &[
-        F { name: "paths", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.HTTPIngressPath"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IPAddress", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.networking.v1.IPAddressSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IPAddressSpec", atomic: M::NONE, fields: &[
-        F { name: "parentRef", ty: Ty::Named("io.k8s.api.networking.v1.ParentReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IPBlock", atomic: M::NONE, fields: &[
-        F { name: "cidr", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "except", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.Ingress", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.networking.v1.IngressSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.networking.v1.IngressStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressBackend", atomic: M::NONE, fields: &[
-        F { name: "service", ty: Ty::Named("io.k8s.api.networking.v1.IngressServiceBackend"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resource", ty: Ty::Named("io.k8s.api.core.v1.TypedLocalObjectReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressClass", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.networking.v1.IngressClassSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressClassParametersReference", atomic: M::NONE, fields: &[
-        F { name: "apiGroup", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "scope", ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressClassSpec", atomic: M::NONE, fields: &[
-        F { name: "controller", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "parameters", ty: Ty::Named("io.k8s.api.networking.v1.IngressClassParametersReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressLoadBalancerIngress", atomic: M::NONE, fields: &[
-        F { name: "ip", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "hostname", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.IngressPortStatus"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressLoadBalancerStatus", atomic: M::NONE, fields: &[
-        F { name: "ingress", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.IngressLoadBalancerIngress"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressPortStatus", atomic: M::NONE, fields: &[
-        F { name: "port", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "protocol", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "error", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressRule", atomic: M::NONE, fields: &[
-        F { name: "host", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "http", ty: Ty::Named("io.k8s.api.networking.v1.HTTPIngressRuleValue"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressServiceBackend", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::Named("io.k8s.api.networking.v1.ServiceBackendPort"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressSpec", atomic: M::NONE, fields: &[
-        F { name: "ingressClassName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "defaultBackend", ty: Ty::Named("io.k8s.api.networking.v1.IngressBackend"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "tls", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.IngressTLS"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.IngressRule"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressStatus", atomic: M::NONE, fields: &[
-        F { name: "loadBalancer", ty: Ty::Named("io.k8s.api.networking.v1.IngressLoadBalancerStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.IngressTLS", atomic: M::NONE, fields: &[
-        F { name: "hosts", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "secretName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.NetworkPolicy", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.networking.v1.NetworkPolicySpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.NetworkPolicyEgressRule", atomic: M::NONE, fields: &[
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.NetworkPolicyPort"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "to", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.NetworkPolicyPeer"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.NetworkPolicyIngressRule", atomic: M::NONE, fields: &[
-        F { name: "ports", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.NetworkPolicyPort"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "from", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.NetworkPolicyPeer"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.NetworkPolicyPeer", atomic: M::NONE, fields: &[
-        F { name: "podSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "namespaceSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "ipBlock", ty: Ty::Named("io.k8s.api.networking.v1.IPBlock"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.NetworkPolicyPort", atomic: M::NONE, fields: &[
-        F { name: "protocol", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "endPort", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.NetworkPolicySpec", atomic: M::NONE, fields: &[
-        F { name: "podSelector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "ingress", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.NetworkPolicyIngressRule"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "egress", ty: Ty::List(&Ty::Named("io.k8s.api.networking.v1.NetworkPolicyEgressRule"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "policyTypes", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.ParentReference", atomic: M::NONE, fields: &[
-        F { name: "group", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resource", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.ServiceBackendPort", atomic: M(31, 255), fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "number", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.ServiceCIDR", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.networking.v1.ServiceCIDRSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.networking.v1.ServiceCIDRStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.ServiceCIDRSpec", atomic: M::NONE, fields: &[
-        F { name: "cidrs", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.networking.v1.ServiceCIDRStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Condition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.node.v1.Overhead", atomic: M::NONE, fields: &[
-        F { name: "podFixed", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.node.v1.RuntimeClass", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "handler", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "overhead", ty: Ty::Named("io.k8s.api.node.v1.Overhead"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "scheduling", ty: Ty::Named("io.k8s.api.node.v1.Scheduling"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.node.v1.Scheduling", atomic: M::NONE, fields: &[
-        F { name: "nodeSelector", ty: Ty::Map(&Ty::Str, true), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "tolerations", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.Toleration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.policy.v1.Eviction", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "deleteOptions", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.policy.v1.PodDisruptionBudget", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.policy.v1.PodDisruptionBudgetSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.policy.v1.PodDisruptionBudgetStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.policy.v1.PodDisruptionBudgetSpec", atomic: M::NONE, fields: &[
-        F { name: "minAvailable", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "selector", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maxUnavailable", ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "unhealthyPodEvictionPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.policy.v1.PodDisruptionBudgetStatus", atomic: M::NONE, fields: &[
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "disruptedPods", ty: Ty::Map(&Ty::Time, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "disruptionsAllowed", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "currentHealthy", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "desiredHealthy", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "expectedPods", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Condition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.AggregationRule", atomic: M::NONE, fields: &[
-        F { name: "clusterRoleSelectors", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.ClusterRole", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.rbac.v1.PolicyRule"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "aggregationRule", ty: Ty::Named("io.k8s.api.rbac.v1.AggregationRule"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.ClusterRoleBinding", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "subjects", ty: Ty::List(&Ty::Named("io.k8s.api.rbac.v1.Subject"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "roleRef", ty: Ty::Named("io.k8s.api.rbac.v1.RoleRef"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.PolicyRule", atomic: M::NONE, fields: &[
-        F { name: "verbs", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "apiGroups", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resources", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "resourceNames", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "nonResourceURLs", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.Role", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "rules", ty: Ty::List(&Ty::Named("io.k8s.api.rbac.v1.PolicyRule"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.RoleBinding", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "subjects", ty: Ty::List(&Ty::Named("io.k8s.api.rbac.v1.Subject"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "roleRef", ty: Ty::Named("io.k8s.api.rbac.v1.RoleRef"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.RoleRef", atomic: M::ALL, fields: &[
-        F { name: "apiGroup", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.rbac.v1.Subject", atomic: M::ALL, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "apiGroup", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.AllocatedDeviceStatus", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "pool", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "device", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "shareID", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Condition"), R::Keys(&["type"])), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "data", ty: Ty::Untyped, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "networkData", ty: Ty::Named("io.k8s.api.resource.v1.NetworkDeviceData"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.AllocationResult", atomic: M::NONE, fields: &[
-        F { name: "devices", ty: Ty::Named("io.k8s.api.resource.v1.DeviceAllocationResult"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "nodeSelector", ty: Ty::Named("io.k8s.api.core.v1.NodeSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allocationTimestamp", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.CELDeviceSelector", atomic: M::NONE, fields: &[
-        F { name: "expression", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.CapacityRequestPolicy", atomic: M::NONE, fields: &[
-        F { name: "default", ty: Ty::Quantity, go: G::Ptr, omit: false, def: None, m: M::ALL },
-        F { name: "validValues", ty: Ty::List(&Ty::Quantity, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "validRange", ty: Ty::Named("io.k8s.api.resource.v1.CapacityRequestPolicyRange"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.CapacityRequestPolicyRange", atomic: M::NONE, fields: &[
-        F { name: "min", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "max", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "step", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.CapacityRequirements", atomic: M::NONE, fields: &[
-        F { name: "requests", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.Counter", atomic: M::NONE, fields: &[
-        F { name: "value", ty: Ty::Quantity, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.CounterSet", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "counters", ty: Ty::Map(&Ty::Named("io.k8s.api.resource.v1.Counter"), false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.Device", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "attributes", ty: Ty::Map(&Ty::Named("io.k8s.api.resource.v1.DeviceAttribute"), false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "capacity", ty: Ty::Map(&Ty::Named("io.k8s.api.resource.v1.DeviceCapacity"), false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "consumesCounters", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceCounterConsumption"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "nodeName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeSelector", ty: Ty::Named("io.k8s.api.core.v1.NodeSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allNodes", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "taints", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceTaint"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "bindsToNode", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "bindingConditions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "bindingFailureConditions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "allowMultipleAllocations", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeAllocatableResources", ty: Ty::Map(&Ty::Named("io.k8s.api.resource.v1.NodeAllocatableResource"), false), go: G::Map, omit: true, def: None, m: M(0, 33) },
-        F { name: "nodeAllocatableResources", ty: Ty::Map(&Ty::Named("io.k8s.api.resource.v1.NodeAllocatableResource"), false), go: G::Map, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceAllocationConfiguration", atomic: M::NONE, fields: &[
-        F { name: "source", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "requests", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "opaque", ty: Ty::Named("io.k8s.api.resource.v1.OpaqueDeviceConfiguration"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceAllocationResult", atomic: M::NONE, fields: &[
-        F { name: "results", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceRequestAllocationResult"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "config", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceAllocationConfiguration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceAttribute", atomic: M::NONE, fields: &[
-        F { name: "int", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "bool", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "string", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "version", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "ints", ty: Ty::List(&Ty::Int, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) },
-        F { name: "ints", ty: Ty::List(&Ty::Int, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-        F { name: "bools", ty: Ty::List(&Ty::Bool, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) },
-        F { name: "bools", ty: Ty::List(&Ty::Bool, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-        F { name: "strings", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) },
-        F { name: "strings", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-        F { name: "versions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) },
-        F { name: "versions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceCapacity", atomic: M::NONE, fields: &[
-        F { name: "value", ty: Ty::Quantity, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "requestPolicy", ty: Ty::Named("io.k8s.api.resource.v1.CapacityRequestPolicy"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceClaim", atomic: M::NONE, fields: &[
-        F { name: "requests", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceRequest"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "constraints", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceConstraint"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "config", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceClaimConfiguration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceClaimConfiguration", atomic: M::NONE, fields: &[
-        F { name: "requests", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "opaque", ty: Ty::Named("io.k8s.api.resource.v1.OpaqueDeviceConfiguration"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceClass", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.resource.v1.DeviceClassSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceClassConfiguration", atomic: M::NONE, fields: &[
-        F { name: "opaque", ty: Ty::Named("io.k8s.api.resource.v1.OpaqueDeviceConfiguration"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceClassSpec", atomic: M::NONE, fields: &[
-        F { name: "selectors", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceSelector"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "config", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceClassConfiguration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "extendedResourceName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceConstraint", atomic: M::NONE, fields: &[
-        F { name: "requests", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "matchAttribute", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "distinctAttribute", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceCounterConsumption", atomic: M::NONE, fields: &[
-        F { name: "counterSet", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "counters", ty: Ty::Map(&Ty::Named("io.k8s.api.resource.v1.Counter"), false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceRequest", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "exactly", ty: Ty::Named("io.k8s.api.resource.v1.ExactDeviceRequest"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "firstAvailable", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceSubRequest"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceRequestAllocationResult", atomic: M::NONE, fields: &[
-        F { name: "request", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "pool", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "device", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "adminAccess", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "tolerations", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceToleration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "bindingConditions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "bindingFailureConditions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "shareID", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "consumedCapacity", ty: Ty::Map(&Ty::Quantity, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "skipNodeOperations", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M(0, 33) },
-        F { name: "skipNodeOperations", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceSelector", atomic: M::NONE, fields: &[
-        F { name: "cel", ty: Ty::Named("io.k8s.api.resource.v1.CELDeviceSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceSubRequest", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "deviceClassName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "selectors", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceSelector"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "allocationMode", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "count", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "tolerations", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceToleration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "capacity", ty: Ty::Named("io.k8s.api.resource.v1.CapacityRequirements"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceTaint", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "effect", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "timeAdded", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceTaintRule", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.resource.v1.DeviceTaintRuleSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.resource.v1.DeviceTaintRuleStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceTaintRuleSpec", atomic: M::NONE, fields: &[
-        F { name: "deviceSelector", ty: Ty::Named("io.k8s.api.resource.v1.DeviceTaintSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "taint", ty: Ty::Named("io.k8s.api.resource.v1.DeviceTaint"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceTaintRuleStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Condition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceTaintSelector", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "pool", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "device", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.DeviceToleration", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "operator", ty: Ty::Str, go: G::Val, omit: true, def: Some("\"Equal\""), m: M::ALL },
-        F { name: "value", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "effect", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "tolerationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ExactDeviceRequest", atomic: M::NONE, fields: &[
-        F { name: "deviceClassName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "selectors", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceSelector"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "allocationMode", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "count", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "adminAccess", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "tolerations", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.DeviceToleration"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "capacity", ty: Ty::Named("io.k8s.api.resource.v1.CapacityRequirements"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.NetworkDeviceData", atomic: M::NONE, fields: &[
-        F { name: "interfaceName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "ips", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "hardwareAddress", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.NodeAllocatableMapping", atomic: M::NONE, fields: &[
-        F { name: "capacityKey", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "capacityMultiplier", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "deviceMultiplier", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.NodeAllocatableOverhead", atomic: M::NONE, fields: &[
-        F { name: "perPod", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "perContainer", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.NodeAllocatableResource", atomic: M::NONE, fields: &[
-        F { name: "mapping", ty: Ty::Named("io.k8s.api.resource.v1.NodeAllocatableMapping"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "overhead", ty: Ty::Named("io.k8s.api.resource.v1.NodeAllocatableOverhead"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.OpaqueDeviceConfiguration", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "parameters", ty: Ty::Untyped, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceClaim", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.resource.v1.ResourceClaimSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.resource.v1.ResourceClaimStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceClaimConsumerReference", atomic: M::NONE, fields: &[
-        F { name: "apiGroup", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resource", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "uid", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceClaimSpec", atomic: M::NONE, fields: &[
-        F { name: "devices", ty: Ty::Named("io.k8s.api.resource.v1.DeviceClaim"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceClaimStatus", atomic: M::NONE, fields: &[
-        F { name: "allocation", ty: Ty::Named("io.k8s.api.resource.v1.AllocationResult"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "reservedFor", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.ResourceClaimConsumerReference"), R::Keys(&["uid"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "devices", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.AllocatedDeviceStatus"), R::Keys(&["driver", "device", "pool", "shareID"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceClaimTemplate", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.resource.v1.ResourceClaimTemplateSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceClaimTemplateSpec", atomic: M::NONE, fields: &[
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.resource.v1.ResourceClaimSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourcePool", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "generation", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "resourceSliceCount", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceSlice", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.resource.v1.ResourceSliceSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.resource.v1.ResourceSliceSpec", atomic: M::NONE, fields: &[
-        F { name: "driver", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "pool", ty: Ty::Named("io.k8s.api.resource.v1.ResourcePool"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "nodeName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeSelector", ty: Ty::Named("io.k8s.api.core.v1.NodeSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allNodes", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "devices", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.Device"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "perDeviceNodeSelection", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "sharedCounters", ty: Ty::List(&Ty::Named("io.k8s.api.resource.v1.CounterSet"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "partitionTypeAttribute", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(0, 33) },
-        F { name: "partitionTypeAttribute", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-        F { name: "skipNodeOperations", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M(0, 33) },
-        F { name: "skipNodeOperations", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.scheduling.v1.PriorityClass", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "value", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "globalDefault", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "description", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "preemptionPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.CSIDriver", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.storage.v1.CSIDriverSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.CSIDriverSpec", atomic: M::NONE, fields: &[
-        F { name: "attachRequired", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "podInfoOnMount", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeLifecycleModes", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "storageCapacity", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fsGroupPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "tokenRequests", ty: Ty::List(&Ty::Named("io.k8s.api.storage.v1.TokenRequest"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "requiresRepublish", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "seLinuxMount", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nodeAllocatableUpdatePeriodSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-        F { name: "serviceAccountTokenInSecrets", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(35, 255) },
-        F { name: "preventPodSchedulingIfMissing", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.storage.v1.CSINode", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.storage.v1.CSINodeSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.storage.v1.CSINodeStatus"), go: G::Val, omit: true, def: None, m: M(255, 255) },
-    ] },
-    T { name: "io.k8s.api.storage.v1.CSINodeDriver", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "nodeID", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "topologyKeys", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "allocatable", ty: Ty::Named("io.k8s.api.storage.v1.VolumeNodeResources"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.CSINodeSpec", atomic: M::NONE, fields: &[
-        F { name: "drivers", ty: Ty::List(&Ty::Named("io.k8s.api.storage.v1.CSINodeDriver"), R::Keys(&["name"])), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.CSINodeStatus", atomic: M::NONE, fields: &[
-        F { name: "storageHealth", ty: Ty::List(&Ty::Named("io.k8s.api.storage.v1.StorageHealth"), R::Keys(&["name"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.CSIStorageCapacity", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "nodeTopology", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "storageClassName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "capacity", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maximumVolumeSize", ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.StorageClass", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "provisioner", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "parameters", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "reclaimPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "mountOptions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "allowVolumeExpansion", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeBindingMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allowedTopologies", ty: Ty::List(&Ty::Named("io.k8s.api.core.v1.TopologySelectorTerm"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.StorageHealth", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "healthConditions", ty: Ty::List(&Ty::Named("io.k8s.api.storage.v1.StorageHealthCondition"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.StorageHealthCondition", atomic: M::NONE, fields: &[
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "accessMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "volumeMode", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.TokenRequest", atomic: M::NONE, fields: &[
-        F { name: "audience", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "expirationSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.VolumeAttachment", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.api.storage.v1.VolumeAttachmentSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.api.storage.v1.VolumeAttachmentStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.VolumeAttachmentSource", atomic: M::NONE, fields: &[
-        F { name: "persistentVolumeName", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "inlineVolumeSpec", ty: Ty::Named("io.k8s.api.core.v1.PersistentVolumeSpec"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.VolumeAttachmentSpec", atomic: M::NONE, fields: &[
-        F { name: "attacher", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "source", ty: Ty::Named("io.k8s.api.storage.v1.VolumeAttachmentSource"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "nodeName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.VolumeAttachmentStatus", atomic: M::NONE, fields: &[
-        F { name: "attached", ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "attachmentMetadata", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "attachError", ty: Ty::Named("io.k8s.api.storage.v1.VolumeError"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "detachError", ty: Ty::Named("io.k8s.api.storage.v1.VolumeError"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.VolumeAttributesClass", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "driverName", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "parameters", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.api.storage.v1.VolumeError", atomic: M::NONE, fields: &[
-        F { name: "time", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "errorCode", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) },
-    ] },
-    T { name: "io.k8s.api.storage.v1.VolumeNodeResources", atomic: M::NONE, fields: &[
-        F { name: "count", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "format", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "description", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "priority", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "jsonPath", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion", atomic: M::NONE, fields: &[
-        F { name: "strategy", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "webhook", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookConversion"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(35, 255) },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames", atomic: M::NONE, fields: &[
-        F { name: "plural", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "singular", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "shortNames", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "listKind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "categories", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec", atomic: M::NONE, fields: &[
-        F { name: "group", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "names", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "scope", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "versions", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion"), R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "conversion", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "preserveUnknownFields", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition"), R::Keys(&["type"])), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "acceptedNames", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames"), go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "storedVersions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(35, 255) },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "served", ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "storage", ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "deprecated", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "deprecationWarning", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "schema", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "subresources", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "additionalPrinterColumns", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "selectableFields", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.SelectableField"), R::Atomic), go: G::Slice, omit: true, def: None, m: M(30, 255) },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale", atomic: M::NONE, fields: &[
-        F { name: "specReplicasPath", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "statusReplicasPath", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "labelSelectorPath", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources", atomic: M::NONE, fields: &[
-        F { name: "status", ty: Ty::Map(&Ty::Deduced, false), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "scale", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation", atomic: M::NONE, fields: &[
-        F { name: "openAPIV3Schema", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation", atomic: M::NONE, fields: &[
-        F { name: "description", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "url", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps", atomic: M::NONE, fields: &[
-        F { name: "id", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "$schema", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "$ref", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "description", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "format", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "title", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "default", ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "maximum", ty: Ty::Float, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "exclusiveMaximum", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "minimum", ty: Ty::Float, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "exclusiveMinimum", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "maxLength", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "minLength", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "pattern", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "maxItems", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "minItems", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "uniqueItems", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "multipleOf", ty: Ty::Float, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "enum", ty: Ty::List(&Ty::Deduced, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "maxProperties", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "minProperties", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "required", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "items", ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "allOf", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "oneOf", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "anyOf", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "not", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "properties", ty: Ty::Map(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "additionalProperties", ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "patternProperties", ty: Ty::Map(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "dependencies", ty: Ty::Map(&Ty::Deduced, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "additionalItems", ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "definitions", ty: Ty::Map(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"), false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "externalDocs", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "example", ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "nullable", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "x-kubernetes-preserve-unknown-fields", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "x-kubernetes-embedded-resource", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "x-kubernetes-int-or-string", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "x-kubernetes-list-map-keys", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "x-kubernetes-list-type", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "x-kubernetes-map-type", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "x-kubernetes-validations", ty: Ty::List(&Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule"), R::Keys(&["rule"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.SelectableField", atomic: M::NONE, fields: &[
-        F { name: "jsonPath", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ServiceReference", atomic: M::NONE, fields: &[
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "path", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule", atomic: M::NONE, fields: &[
-        F { name: "rule", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "messageExpression", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fieldPath", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "optionalOldSelf", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig", atomic: M::NONE, fields: &[
-        F { name: "url", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "service", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ServiceReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "caBundle", ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookConversion", atomic: M::NONE, fields: &[
-        F { name: "clientConfig", ty: Ty::Named("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "conversionReviewVersions", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.Condition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "observedGeneration", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "gracePeriodSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "preconditions", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.Preconditions"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "orphanDependents", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "propagationPolicy", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "dryRun", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "ignoreStoreReadErrorWithClusterBreakingPotential", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(32, 255) },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector", atomic: M::ALL, fields: &[
-        F { name: "matchLabels", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "matchExpressions", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement", atomic: M::NONE, fields: &[
-        F { name: "key", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "operator", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "values", ty: Ty::List(&Ty::Str, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry", atomic: M::NONE, fields: &[
-        F { name: "manager", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "operation", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "time", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "fieldsType", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "fieldsV1", ty: Ty::Map(&Ty::Deduced, false), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "subresource", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", atomic: M::NONE, fields: &[
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "generateName", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "selfLink", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "uid", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "resourceVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "generation", ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "creationTimestamp", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "deletionTimestamp", ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "deletionGracePeriodSeconds", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "labels", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "annotations", ty: Ty::Map(&Ty::Str, false), go: G::Map, omit: true, def: None, m: M::ALL },
-        F { name: "ownerReferences", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference"), R::Keys(&["uid"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "finalizers", ty: Ty::List(&Ty::Str, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "managedFields", ty: Ty::List(&Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry"), R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference", atomic: M::ALL, fields: &[
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "uid", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "controller", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "blockOwnerDeletion", ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.apimachinery.pkg.apis.meta.v1.Preconditions", atomic: M::NONE, fields: &[
-        F { name: "uid", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "resourceVersion", ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService", atomic: M::NONE, fields: &[
-        F { name: "kind", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "apiVersion", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "metadata", ty: Ty::Named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "spec", ty: Ty::Named("io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec"), go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "status", ty: Ty::Named("io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus"), go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition", atomic: M::NONE, fields: &[
-        F { name: "type", ty: Ty::Str, go: G::Val, omit: false, def: Some("\"\""), m: M::ALL },
-        F { name: "status", ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "lastTransitionTime", ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "reason", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "message", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec", atomic: M::NONE, fields: &[
-        F { name: "service", ty: Ty::Named("io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.ServiceReference"), go: G::Ptr, omit: true, def: None, m: M::ALL },
-        F { name: "group", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "version", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "insecureSkipTLSVerify", ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "caBundle", ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL },
-        F { name: "groupPriorityMinimum", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-        F { name: "versionPriority", ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus", atomic: M::NONE, fields: &[
-        F { name: "conditions", ty: Ty::List(&Ty::Named("io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition"), R::Keys(&["type"])), go: G::Slice, omit: true, def: None, m: M::ALL },
-    ] },
-    T { name: "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.ServiceReference", atomic: M::NONE, fields: &[
-        F { name: "namespace", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "name", ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL },
-        F { name: "port", ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL },
-    ] },
+    T { name: S(0, 54), atomic: M::NONE, fields: (0, 1) }, // io.k8s.api.admissionregistration.v1.ApplyConfiguration
+    T { name: S(64, 51), atomic: M::NONE, fields: (1, 2) }, // io.k8s.api.admissionregistration.v1.AuditAnnotation
+    T { name: S(133, 53), atomic: M::NONE, fields: (3, 2) }, // io.k8s.api.admissionregistration.v1.ExpressionWarning
+    T { name: S(201, 45), atomic: M::NONE, fields: (5, 1) }, // io.k8s.api.admissionregistration.v1.JSONPatch
+    T { name: S(246, 50), atomic: M::NONE, fields: (6, 2) }, // io.k8s.api.admissionregistration.v1.MatchCondition
+    T { name: S(302, 50), atomic: M::ALL, fields: (8, 5) }, // io.k8s.api.admissionregistration.v1.MatchResources
+    T { name: S(536, 59), atomic: M::NONE, fields: (13, 4) }, // io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicy
+    T { name: S(731, 66), atomic: M::NONE, fields: (17, 4) }, // io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBinding
+    T { name: S(797, 70), atomic: M::NONE, fields: (21, 3) }, // io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec
+    T { name: S(668, 63), atomic: M::NONE, fields: (24, 7) }, // io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec
+    T { name: S(1165, 51), atomic: M::NONE, fields: (31, 12) }, // io.k8s.api.admissionregistration.v1.MutatingWebhook
+    T { name: S(1390, 64), atomic: M::NONE, fields: (43, 4) }, // io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration
+    T { name: S(1075, 44), atomic: M::NONE, fields: (47, 3) }, // io.k8s.api.admissionregistration.v1.Mutation
+    T { name: S(446, 59), atomic: M::ALL, fields: (50, 6) }, // io.k8s.api.admissionregistration.v1.NamedRuleWithOperations
+    T { name: S(952, 45), atomic: M::ALL, fields: (56, 2) }, // io.k8s.api.admissionregistration.v1.ParamKind
+    T { name: S(885, 44), atomic: M::ALL, fields: (58, 4) }, // io.k8s.api.admissionregistration.v1.ParamRef
+    T { name: S(1288, 54), atomic: M::NONE, fields: (62, 5) }, // io.k8s.api.admissionregistration.v1.RuleWithOperations
+    T { name: S(1595, 52), atomic: M::NONE, fields: (67, 4) }, // io.k8s.api.admissionregistration.v1.ServiceReference
+    T { name: S(1655, 48), atomic: M::NONE, fields: (71, 1) }, // io.k8s.api.admissionregistration.v1.TypeChecking
+    T { name: S(1721, 61), atomic: M::NONE, fields: (72, 5) }, // io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy
+    T { name: S(1920, 68), atomic: M::NONE, fields: (77, 4) }, // io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    T { name: S(1988, 72), atomic: M::NONE, fields: (81, 4) }, // io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec
+    T { name: S(1782, 65), atomic: M::NONE, fields: (85, 7) }, // io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec
+    T { name: S(1853, 67), atomic: M::NONE, fields: (92, 3) }, // io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus
+    T { name: S(2240, 53), atomic: M::NONE, fields: (95, 11) }, // io.k8s.api.admissionregistration.v1.ValidatingWebhook
+    T { name: S(2293, 66), atomic: M::NONE, fields: (106, 4) }, // io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration
+    T { name: S(2088, 46), atomic: M::NONE, fields: (110, 4) }, // io.k8s.api.admissionregistration.v1.Validation
+    T { name: S(1022, 44), atomic: M::ALL, fields: (114, 2) }, // io.k8s.api.admissionregistration.v1.Variable
+    T { name: S(1228, 55), atomic: M::NONE, fields: (116, 3) }, // io.k8s.api.admissionregistration.v1.WebhookClientConfig
+    T { name: S(2407, 37), atomic: M::NONE, fields: (119, 5) }, // io.k8s.api.apps.v1.ControllerRevision
+    T { name: S(2456, 28), atomic: M::NONE, fields: (124, 5) }, // io.k8s.api.apps.v1.DaemonSet
+    T { name: S(2550, 37), atomic: M::NONE, fields: (129, 5) }, // io.k8s.api.apps.v1.DaemonSetCondition
+    T { name: S(2484, 32), atomic: M::NONE, fields: (134, 5) }, // io.k8s.api.apps.v1.DaemonSetSpec
+    T { name: S(2516, 34), atomic: M::NONE, fields: (139, 10) }, // io.k8s.api.apps.v1.DaemonSetStatus
+    T { name: S(2661, 42), atomic: M::NONE, fields: (149, 2) }, // io.k8s.api.apps.v1.DaemonSetUpdateStrategy
+    T { name: S(2933, 29), atomic: M::NONE, fields: (151, 5) }, // io.k8s.api.apps.v1.Deployment
+    T { name: S(3030, 38), atomic: M::NONE, fields: (156, 6) }, // io.k8s.api.apps.v1.DeploymentCondition
+    T { name: S(2962, 33), atomic: M::NONE, fields: (162, 8) }, // io.k8s.api.apps.v1.DeploymentSpec
+    T { name: S(2995, 35), atomic: M::NONE, fields: (170, 9) }, // io.k8s.api.apps.v1.DeploymentStatus
+    T { name: S(3098, 37), atomic: M::NONE, fields: (179, 2) }, // io.k8s.api.apps.v1.DeploymentStrategy
+    T { name: S(3289, 29), atomic: M::NONE, fields: (181, 5) }, // io.k8s.api.apps.v1.ReplicaSet
+    T { name: S(3386, 38), atomic: M::NONE, fields: (186, 5) }, // io.k8s.api.apps.v1.ReplicaSetCondition
+    T { name: S(3318, 33), atomic: M::NONE, fields: (191, 4) }, // io.k8s.api.apps.v1.ReplicaSetSpec
+    T { name: S(3351, 35), atomic: M::NONE, fields: (195, 7) }, // io.k8s.api.apps.v1.ReplicaSetStatus
+    T { name: S(2892, 41), atomic: M::NONE, fields: (202, 2) }, // io.k8s.api.apps.v1.RollingUpdateDaemonSet
+    T { name: S(3247, 42), atomic: M::NONE, fields: (204, 2) }, // io.k8s.api.apps.v1.RollingUpdateDeployment
+    T { name: S(3466, 51), atomic: M::NONE, fields: (206, 2) }, // io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy
+    T { name: S(3526, 30), atomic: M::NONE, fields: (208, 5) }, // io.k8s.api.apps.v1.StatefulSet
+    T { name: S(3626, 39), atomic: M::NONE, fields: (213, 5) }, // io.k8s.api.apps.v1.StatefulSetCondition
+    T { name: S(3665, 38), atomic: M::NONE, fields: (218, 1) }, // io.k8s.api.apps.v1.StatefulSetOrdinals
+    T { name: S(3708, 66), atomic: M::NONE, fields: (219, 2) }, // io.k8s.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
+    T { name: S(3556, 34), atomic: M::NONE, fields: (221, 11) }, // io.k8s.api.apps.v1.StatefulSetSpec
+    T { name: S(3590, 36), atomic: M::NONE, fields: (232, 10) }, // io.k8s.api.apps.v1.StatefulSetStatus
+    T { name: S(3885, 44), atomic: M::NONE, fields: (242, 2) }, // io.k8s.api.apps.v1.StatefulSetUpdateStrategy
+    T { name: S(4017, 53), atomic: M::ALL, fields: (244, 3) }, // io.k8s.api.autoscaling.v1.CrossVersionObjectReference
+    T { name: S(4070, 49), atomic: M::NONE, fields: (247, 5) }, // io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler
+    T { name: S(4119, 53), atomic: M::NONE, fields: (252, 4) }, // io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec
+    T { name: S(4172, 55), atomic: M::NONE, fields: (256, 5) }, // io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus
+    T { name: S(4352, 31), atomic: M::NONE, fields: (261, 5) }, // io.k8s.api.autoscaling.v1.Scale
+    T { name: S(4383, 35), atomic: M::NONE, fields: (266, 1) }, // io.k8s.api.autoscaling.v1.ScaleSpec
+    T { name: S(4418, 37), atomic: M::NONE, fields: (267, 2) }, // io.k8s.api.autoscaling.v1.ScaleStatus
+    T { name: S(4456, 55), atomic: M::NONE, fields: (269, 3) }, // io.k8s.api.autoscaling.v2.ContainerResourceMetricSource
+    T { name: S(4564, 55), atomic: M::NONE, fields: (272, 3) }, // io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus
+    T { name: S(4669, 53), atomic: M::NONE, fields: (275, 3) }, // io.k8s.api.autoscaling.v2.CrossVersionObjectReference
+    T { name: S(4722, 46), atomic: M::NONE, fields: (278, 2) }, // io.k8s.api.autoscaling.v2.ExternalMetricSource
+    T { name: S(4816, 46), atomic: M::NONE, fields: (280, 2) }, // io.k8s.api.autoscaling.v2.ExternalMetricStatus
+    T { name: S(4862, 42), atomic: M::NONE, fields: (282, 3) }, // io.k8s.api.autoscaling.v2.HPAScalingPolicy
+    T { name: S(4922, 41), atomic: M::NONE, fields: (285, 4) }, // io.k8s.api.autoscaling.v2.HPAScalingRules
+    T { name: S(5018, 49), atomic: M::NONE, fields: (289, 5) }, // io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler
+    T { name: S(5175, 57), atomic: M::NONE, fields: (294, 2) }, // io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior
+    T { name: S(5248, 58), atomic: M::NONE, fields: (296, 6) }, // io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition
+    T { name: S(5067, 53), atomic: M::NONE, fields: (302, 5) }, // io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec
+    T { name: S(5120, 55), atomic: M::NONE, fields: (307, 6) }, // io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus
+    T { name: S(4774, 42), atomic: M::NONE, fields: (313, 2) }, // io.k8s.api.autoscaling.v2.MetricIdentifier
+    T { name: S(5313, 36), atomic: M::NONE, fields: (315, 6) }, // io.k8s.api.autoscaling.v2.MetricSpec
+    T { name: S(5371, 38), atomic: M::NONE, fields: (321, 6) }, // io.k8s.api.autoscaling.v2.MetricStatus
+    T { name: S(4517, 38), atomic: M::NONE, fields: (327, 4) }, // io.k8s.api.autoscaling.v2.MetricTarget
+    T { name: S(4626, 43), atomic: M::NONE, fields: (331, 3) }, // io.k8s.api.autoscaling.v2.MetricValueStatus
+    T { name: S(5415, 44), atomic: M::NONE, fields: (334, 3) }, // io.k8s.api.autoscaling.v2.ObjectMetricSource
+    T { name: S(5584, 44), atomic: M::NONE, fields: (337, 3) }, // io.k8s.api.autoscaling.v2.ObjectMetricStatus
+    T { name: S(5463, 42), atomic: M::NONE, fields: (340, 2) }, // io.k8s.api.autoscaling.v2.PodsMetricSource
+    T { name: S(5628, 42), atomic: M::NONE, fields: (342, 2) }, // io.k8s.api.autoscaling.v2.PodsMetricStatus
+    T { name: S(5513, 46), atomic: M::NONE, fields: (344, 2) }, // io.k8s.api.autoscaling.v2.ResourceMetricSource
+    T { name: S(5670, 46), atomic: M::NONE, fields: (346, 2) }, // io.k8s.api.autoscaling.v2.ResourceMetricStatus
+    T { name: S(5761, 27), atomic: M::NONE, fields: (348, 5) }, // io.k8s.api.batch.v1.CronJob
+    T { name: S(5788, 31), atomic: M::NONE, fields: (353, 8) }, // io.k8s.api.batch.v1.CronJobSpec
+    T { name: S(5819, 33), atomic: M::NONE, fields: (361, 3) }, // io.k8s.api.batch.v1.CronJobStatus
+    T { name: S(6083, 23), atomic: M::NONE, fields: (364, 5) }, // io.k8s.api.batch.v1.Job
+    T { name: S(6162, 32), atomic: M::NONE, fields: (369, 6) }, // io.k8s.api.batch.v1.JobCondition
+    T { name: S(6207, 46), atomic: M::NONE, fields: (375, 0) }, // io.k8s.api.batch.v1.JobSchedulingConfiguration
+    T { name: S(6106, 27), atomic: M::NONE, fields: (375, 17) }, // io.k8s.api.batch.v1.JobSpec
+    T { name: S(6133, 29), atomic: M::NONE, fields: (392, 11) }, // io.k8s.api.batch.v1.JobStatus
+    T { name: S(5926, 35), atomic: M::NONE, fields: (403, 2) }, // io.k8s.api.batch.v1.JobTemplateSpec
+    T { name: S(6312, 36), atomic: M::NONE, fields: (405, 1) }, // io.k8s.api.batch.v1.PodFailurePolicy
+    T { name: S(6721, 58), atomic: M::NONE, fields: (406, 3) }, // io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement
+    T { name: S(6806, 58), atomic: M::NONE, fields: (409, 2) }, // io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern
+    T { name: S(6681, 40), atomic: M::NONE, fields: (411, 3) }, // io.k8s.api.batch.v1.PodFailurePolicyRule
+    T { name: S(6361, 33), atomic: M::NONE, fields: (414, 1) }, // io.k8s.api.batch.v1.SuccessPolicy
+    T { name: S(6896, 37), atomic: M::NONE, fields: (415, 2) }, // io.k8s.api.batch.v1.SuccessPolicyRule
+    T { name: S(6633, 43), atomic: M::NONE, fields: (417, 2) }, // io.k8s.api.batch.v1.UncountedTerminatedPods
+    T { name: S(6963, 52), atomic: M::NONE, fields: (419, 5) }, // io.k8s.api.certificates.v1.CertificateSigningRequest
+    T { name: S(7129, 61), atomic: M::NONE, fields: (424, 6) }, // io.k8s.api.certificates.v1.CertificateSigningRequestCondition
+    T { name: S(7015, 56), atomic: M::NONE, fields: (430, 8) }, // io.k8s.api.certificates.v1.CertificateSigningRequestSpec
+    T { name: S(7071, 58), atomic: M::NONE, fields: (438, 2) }, // io.k8s.api.certificates.v1.CertificateSigningRequestStatus
+    T { name: S(7263, 45), atomic: M::NONE, fields: (440, 4) }, // io.k8s.api.certificates.v1.ClusterTrustBundle
+    T { name: S(7308, 49), atomic: M::NONE, fields: (444, 2) }, // io.k8s.api.certificates.v1.ClusterTrustBundleSpec
+    T { name: S(7368, 48), atomic: M::NONE, fields: (446, 5) }, // io.k8s.api.certificates.v1.PodCertificateRequest
+    T { name: S(7416, 52), atomic: M::NONE, fields: (451, 10) }, // io.k8s.api.certificates.v1.PodCertificateRequestSpec
+    T { name: S(7468, 54), atomic: M::NONE, fields: (461, 5) }, // io.k8s.api.certificates.v1.PodCertificateRequestStatus
+    T { name: S(7699, 32), atomic: M::NONE, fields: (466, 4) }, // io.k8s.api.coordination.v1.Lease
+    T { name: S(7731, 36), atomic: M::NONE, fields: (470, 7) }, // io.k8s.api.coordination.v1.LeaseSpec
+    T { name: S(7852, 51), atomic: M::NONE, fields: (477, 4) }, // io.k8s.api.core.v1.AWSElasticBlockStoreVolumeSource
+    T { name: S(7925, 27), atomic: M::NONE, fields: (481, 3) }, // io.k8s.api.core.v1.Affinity
+    T { name: S(8085, 34), atomic: M::NONE, fields: (484, 2) }, // io.k8s.api.core.v1.AppArmorProfile
+    T { name: S(8135, 33), atomic: M::NONE, fields: (486, 2) }, // io.k8s.api.core.v1.AttachedVolume
+    T { name: S(8178, 40), atomic: M::NONE, fields: (488, 6) }, // io.k8s.api.core.v1.AzureDiskVolumeSource
+    T { name: S(8255, 50), atomic: M::NONE, fields: (494, 4) }, // io.k8s.api.core.v1.AzureFilePersistentVolumeSource
+    T { name: S(8339, 40), atomic: M::NONE, fields: (498, 3) }, // io.k8s.api.core.v1.AzureFileVolumeSource
+    T { name: S(8379, 26), atomic: M::NONE, fields: (501, 4) }, // io.k8s.api.core.v1.Binding
+    T { name: S(8405, 44), atomic: M::NONE, fields: (505, 10) }, // io.k8s.api.core.v1.CSIPersistentVolumeSource
+    T { name: S(8625, 34), atomic: M::NONE, fields: (515, 5) }, // io.k8s.api.core.v1.CSIVolumeSource
+    T { name: S(8698, 31), atomic: M::NONE, fields: (520, 2) }, // io.k8s.api.core.v1.Capabilities
+    T { name: S(8736, 47), atomic: M::NONE, fields: (522, 6) }, // io.k8s.api.core.v1.CephFSPersistentVolumeSource
+    T { name: S(8814, 37), atomic: M::NONE, fields: (528, 6) }, // io.k8s.api.core.v1.CephFSVolumeSource
+    T { name: S(8851, 47), atomic: M::NONE, fields: (534, 4) }, // io.k8s.api.core.v1.CinderPersistentVolumeSource
+    T { name: S(8898, 37), atomic: M::NONE, fields: (538, 4) }, // io.k8s.api.core.v1.CinderVolumeSource
+    T { name: S(8935, 30), atomic: M::NONE, fields: (542, 2) }, // io.k8s.api.core.v1.ClaimSource
+    T { name: S(9007, 33), atomic: M::NONE, fields: (544, 1) }, // io.k8s.api.core.v1.ClientIPConfig
+    T { name: S(9040, 47), atomic: M::NONE, fields: (545, 6) }, // io.k8s.api.core.v1.ClusterTrustBundleProjection
+    T { name: S(9108, 37), atomic: M::NONE, fields: (551, 4) }, // io.k8s.api.core.v1.ComponentCondition
+    T { name: S(9150, 34), atomic: M::NONE, fields: (555, 4) }, // io.k8s.api.core.v1.ComponentStatus
+    T { name: S(9184, 28), atomic: M::NONE, fields: (559, 6) }, // io.k8s.api.core.v1.ConfigMap
+    T { name: S(9231, 37), atomic: M::NONE, fields: (565, 2) }, // io.k8s.api.core.v1.ConfigMapEnvSource
+    T { name: S(9268, 39), atomic: M::ALL, fields: (567, 3) }, // io.k8s.api.core.v1.ConfigMapKeySelector
+    T { name: S(9307, 44), atomic: M::NONE, fields: (570, 5) }, // io.k8s.api.core.v1.ConfigMapNodeConfigSource
+    T { name: S(9382, 38), atomic: M::NONE, fields: (575, 3) }, // io.k8s.api.core.v1.ConfigMapProjection
+    T { name: S(9453, 40), atomic: M::NONE, fields: (578, 5) }, // io.k8s.api.core.v1.ConfigMapVolumeSource
+    T { name: S(9515, 28), atomic: M::NONE, fields: (583, 25) }, // io.k8s.api.core.v1.Container
+    T { name: S(10177, 51), atomic: M::NONE, fields: (608, 3) }, // io.k8s.api.core.v1.ContainerExtendedResourceRequest
+    T { name: S(10251, 33), atomic: M::NONE, fields: (611, 2) }, // io.k8s.api.core.v1.ContainerImage
+    T { name: S(9595, 32), atomic: M::NONE, fields: (613, 5) }, // io.k8s.api.core.v1.ContainerPort
+    T { name: S(9745, 40), atomic: M::NONE, fields: (618, 2) }, // io.k8s.api.core.v1.ContainerResizePolicy
+    T { name: S(9816, 39), atomic: M::NONE, fields: (620, 2) }, // io.k8s.api.core.v1.ContainerRestartRule
+    T { name: S(10326, 50), atomic: M::NONE, fields: (622, 2) }, // io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes
+    T { name: S(10376, 33), atomic: M::NONE, fields: (624, 3) }, // io.k8s.api.core.v1.ContainerState
+    T { name: S(10463, 40), atomic: M::NONE, fields: (627, 1) }, // io.k8s.api.core.v1.ContainerStateRunning
+    T { name: S(10513, 43), atomic: M::NONE, fields: (628, 7) }, // io.k8s.api.core.v1.ContainerStateTerminated
+    T { name: S(10416, 40), atomic: M::NONE, fields: (635, 2) }, // io.k8s.api.core.v1.ContainerStateWaiting
+    T { name: S(10600, 34), atomic: M::NONE, fields: (637, 15) }, // io.k8s.api.core.v1.ContainerStatus
+    T { name: S(10728, 32), atomic: M::NONE, fields: (652, 1) }, // io.k8s.api.core.v1.ContainerUser
+    T { name: S(10869, 33), atomic: M::NONE, fields: (653, 1) }, // io.k8s.api.core.v1.DaemonEndpoint
+    T { name: S(10906, 40), atomic: M::NONE, fields: (654, 1) }, // io.k8s.api.core.v1.DownwardAPIProjection
+    T { name: S(10946, 40), atomic: M::NONE, fields: (655, 5) }, // io.k8s.api.core.v1.DownwardAPIVolumeFile
+    T { name: S(11084, 42), atomic: M::NONE, fields: (660, 3) }, // io.k8s.api.core.v1.DownwardAPIVolumeSource
+    T { name: S(11126, 39), atomic: M::NONE, fields: (663, 3) }, // io.k8s.api.core.v1.EmptyDirVolumeSource
+    T { name: S(11180, 34), atomic: M::ALL, fields: (666, 4) }, // io.k8s.api.core.v1.EndpointAddress
+    T { name: S(11233, 31), atomic: M::ALL, fields: (670, 4) }, // io.k8s.api.core.v1.EndpointPort
+    T { name: S(11275, 33), atomic: M::NONE, fields: (674, 3) }, // io.k8s.api.core.v1.EndpointSubset
+    T { name: S(11334, 28), atomic: M::NONE, fields: (677, 4) }, // io.k8s.api.core.v1.Endpoints
+    T { name: S(9634, 32), atomic: M::NONE, fields: (681, 3) }, // io.k8s.api.core.v1.EnvFromSource
+    T { name: S(9669, 25), atomic: M::NONE, fields: (684, 3) }, // io.k8s.api.core.v1.EnvVar
+    T { name: S(11430, 31), atomic: M::NONE, fields: (687, 5) }, // io.k8s.api.core.v1.EnvVarSource
+    T { name: S(11568, 37), atomic: M::NONE, fields: (692, 26) }, // io.k8s.api.core.v1.EphemeralContainer
+    T { name: S(11624, 40), atomic: M::NONE, fields: (718, 1) }, // io.k8s.api.core.v1.EphemeralVolumeSource
+    T { name: S(11731, 24), atomic: M::NONE, fields: (719, 17) }, // io.k8s.api.core.v1.Event
+    T { name: S(11852, 30), atomic: M::NONE, fields: (736, 2) }, // io.k8s.api.core.v1.EventSeries
+    T { name: S(11775, 30), atomic: M::NONE, fields: (738, 2) }, // io.k8s.api.core.v1.EventSource
+    T { name: S(11953, 36), atomic: M::ALL, fields: (740, 2) }, // io.k8s.api.core.v1.EvictionResponder
+    T { name: S(11997, 29), atomic: M::NONE, fields: (742, 1) }, // io.k8s.api.core.v1.ExecAction
+    T { name: S(12026, 33), atomic: M::NONE, fields: (743, 5) }, // io.k8s.api.core.v1.FCVolumeSource
+    T { name: S(11534, 34), atomic: M::ALL, fields: (748, 4) }, // io.k8s.api.core.v1.FileKeySelector
+    T { name: S(12087, 45), atomic: M::NONE, fields: (752, 5) }, // io.k8s.api.core.v1.FlexPersistentVolumeSource
+    T { name: S(12139, 35), atomic: M::NONE, fields: (757, 5) }, // io.k8s.api.core.v1.FlexVolumeSource
+    T { name: S(12174, 38), atomic: M::NONE, fields: (762, 2) }, // io.k8s.api.core.v1.FlockerVolumeSource
+    T { name: S(12234, 48), atomic: M::NONE, fields: (764, 4) }, // io.k8s.api.core.v1.GCEPersistentDiskVolumeSource
+    T { name: S(12288, 29), atomic: M::NONE, fields: (768, 3) }, // io.k8s.api.core.v1.GRPCAction
+    T { name: S(12317, 38), atomic: M::NONE, fields: (771, 3) }, // io.k8s.api.core.v1.GitRepoVolumeSource
+    T { name: S(12374, 50), atomic: M::NONE, fields: (774, 4) }, // io.k8s.api.core.v1.GlusterfsPersistentVolumeSource
+    T { name: S(12451, 40), atomic: M::NONE, fields: (778, 3) }, // io.k8s.api.core.v1.GlusterfsVolumeSource
+    T { name: S(12491, 32), atomic: M::NONE, fields: (781, 6) }, // io.k8s.api.core.v1.HTTPGetAction
+    T { name: S(12540, 29), atomic: M::NONE, fields: (787, 2) }, // io.k8s.api.core.v1.HTTPHeader
+    T { name: S(12569, 28), atomic: M::NONE, fields: (789, 3) }, // io.k8s.api.core.v1.HostAlias
+    T { name: S(12606, 25), atomic: M::NONE, fields: (792, 1) }, // io.k8s.api.core.v1.HostIP
+    T { name: S(12631, 39), atomic: M::NONE, fields: (793, 2) }, // io.k8s.api.core.v1.HostPathVolumeSource
+    T { name: S(12670, 46), atomic: M::NONE, fields: (795, 11) }, // io.k8s.api.core.v1.ISCSIPersistentVolumeSource
+    T { name: S(12806, 36), atomic: M::NONE, fields: (806, 11) }, // io.k8s.api.core.v1.ISCSIVolumeSource
+    T { name: S(12842, 36), atomic: M::NONE, fields: (817, 2) }, // io.k8s.api.core.v1.ImageVolumeSource
+    T { name: S(12897, 36), atomic: M::NONE, fields: (819, 1) }, // io.k8s.api.core.v1.ImageVolumeStatus
+    T { name: S(9425, 28), atomic: M::NONE, fields: (820, 4) }, // io.k8s.api.core.v1.KeyToPath
+    T { name: S(10022, 28), atomic: M::NONE, fields: (824, 3) }, // io.k8s.api.core.v1.Lifecycle
+    T { name: S(12950, 35), atomic: M::NONE, fields: (827, 4) }, // io.k8s.api.core.v1.LifecycleHandler
+    T { name: S(13081, 29), atomic: M::NONE, fields: (831, 4) }, // io.k8s.api.core.v1.LimitRange
+    T { name: S(13143, 33), atomic: M::NONE, fields: (835, 6) }, // io.k8s.api.core.v1.LimitRangeItem
+    T { name: S(13110, 33), atomic: M::NONE, fields: (841, 1) }, // io.k8s.api.core.v1.LimitRangeSpec
+    T { name: S(10832, 37), atomic: M::NONE, fields: (842, 3) }, // io.k8s.api.core.v1.LinuxContainerUser
+    T { name: S(13250, 38), atomic: M::NONE, fields: (845, 4) }, // io.k8s.api.core.v1.LoadBalancerIngress
+    T { name: S(13323, 37), atomic: M::NONE, fields: (849, 1) }, // io.k8s.api.core.v1.LoadBalancerStatus
+    T { name: S(8659, 39), atomic: M::ALL, fields: (850, 2) }, // io.k8s.api.core.v1.LocalObjectReference
+    T { name: S(13367, 36), atomic: M::NONE, fields: (852, 2) }, // io.k8s.api.core.v1.LocalVolumeSource
+    T { name: S(13403, 37), atomic: M::NONE, fields: (854, 2) }, // io.k8s.api.core.v1.ModifyVolumeStatus
+    T { name: S(13471, 34), atomic: M::NONE, fields: (856, 3) }, // io.k8s.api.core.v1.NFSVolumeSource
+    T { name: S(13511, 28), atomic: M::NONE, fields: (859, 5) }, // io.k8s.api.core.v1.Namespace
+    T { name: S(13605, 37), atomic: M::NONE, fields: (864, 5) }, // io.k8s.api.core.v1.NamespaceCondition
+    T { name: S(13539, 32), atomic: M::NONE, fields: (869, 1) }, // io.k8s.api.core.v1.NamespaceSpec
+    T { name: S(13571, 34), atomic: M::NONE, fields: (870, 2) }, // io.k8s.api.core.v1.NamespaceStatus
+    T { name: S(13657, 23), atomic: M::NONE, fields: (872, 5) }, // io.k8s.api.core.v1.Node
+    T { name: S(13736, 30), atomic: M::NONE, fields: (877, 2) }, // io.k8s.api.core.v1.NodeAddress
+    T { name: S(7964, 31), atomic: M::NONE, fields: (879, 2) }, // io.k8s.api.core.v1.NodeAffinity
+    T { name: S(13939, 49), atomic: M::NONE, fields: (881, 2) }, // io.k8s.api.core.v1.NodeAllocatableMappedResources
+    T { name: S(13996, 51), atomic: M::NONE, fields: (883, 3) }, // io.k8s.api.core.v1.NodeAllocatableOverheadResources
+    T { name: S(14065, 53), atomic: M::NONE, fields: (886, 4) }, // io.k8s.api.core.v1.NodeAllocatableResourceClaimStatus
+    T { name: S(14143, 32), atomic: M::NONE, fields: (890, 6) }, // io.k8s.api.core.v1.NodeCondition
+    T { name: S(14192, 35), atomic: M::NONE, fields: (896, 1) }, // io.k8s.api.core.v1.NodeConfigSource
+    T { name: S(14236, 35), atomic: M::NONE, fields: (897, 4) }, // io.k8s.api.core.v1.NodeConfigStatus
+    T { name: S(14292, 38), atomic: M::NONE, fields: (901, 1) }, // io.k8s.api.core.v1.NodeDaemonEndpoints
+    T { name: S(14345, 31), atomic: M::NONE, fields: (902, 1) }, // io.k8s.api.core.v1.NodeFeatures
+    T { name: S(14400, 42), atomic: M::NONE, fields: (903, 1) }, // io.k8s.api.core.v1.NodePodPreemptionPolicy
+    T { name: S(14465, 37), atomic: M::NONE, fields: (904, 2) }, // io.k8s.api.core.v1.NodeRuntimeHandler
+    T { name: S(14510, 45), atomic: M::NONE, fields: (906, 3) }, // io.k8s.api.core.v1.NodeRuntimeHandlerFeatures
+    T { name: S(13819, 31), atomic: M::ALL, fields: (909, 1) }, // io.k8s.api.core.v1.NodeSelector
+    T { name: S(14644, 42), atomic: M::NONE, fields: (910, 3) }, // io.k8s.api.core.v1.NodeSelectorRequirement
+    T { name: S(14609, 35), atomic: M::ALL, fields: (913, 2) }, // io.k8s.api.core.v1.NodeSelectorTerm
+    T { name: S(13680, 27), atomic: M::NONE, fields: (915, 8) }, // io.k8s.api.core.v1.NodeSpec
+    T { name: S(13707, 29), atomic: M::NONE, fields: (923, 14) }, // io.k8s.api.core.v1.NodeStatus
+    T { name: S(14967, 33), atomic: M::NONE, fields: (937, 1) }, // io.k8s.api.core.v1.NodeSwapStatus
+    T { name: S(14864, 33), atomic: M::NONE, fields: (938, 11) }, // io.k8s.api.core.v1.NodeSystemInfo
+    T { name: S(10986, 38), atomic: M::ALL, fields: (949, 2) }, // io.k8s.api.core.v1.ObjectFieldSelector
+    T { name: S(6015, 34), atomic: M::ALL, fields: (951, 7) }, // io.k8s.api.core.v1.ObjectReference
+    T { name: S(15138, 35), atomic: M::NONE, fields: (958, 5) }, // io.k8s.api.core.v1.PersistentVolume
+    T { name: S(3815, 40), atomic: M::NONE, fields: (963, 5) }, // io.k8s.api.core.v1.PersistentVolumeClaim
+    T { name: S(15343, 49), atomic: M::NONE, fields: (968, 6) }, // io.k8s.api.core.v1.PersistentVolumeClaimCondition
+    T { name: S(15253, 44), atomic: M::NONE, fields: (974, 9) }, // io.k8s.api.core.v1.PersistentVolumeClaimSpec
+    T { name: S(15297, 46), atomic: M::NONE, fields: (983, 9) }, // io.k8s.api.core.v1.PersistentVolumeClaimStatus
+    T { name: S(11683, 48), atomic: M::NONE, fields: (992, 2) }, // io.k8s.api.core.v1.PersistentVolumeClaimTemplate
+    T { name: S(15729, 52), atomic: M::NONE, fields: (994, 2) }, // io.k8s.api.core.v1.PersistentVolumeClaimVolumeSource
+    T { name: S(15173, 39), atomic: M::NONE, fields: (996, 31) }, // io.k8s.api.core.v1.PersistentVolumeSpec
+    T { name: S(15212, 41), atomic: M::NONE, fields: (1027, 4) }, // io.k8s.api.core.v1.PersistentVolumeStatus
+    T { name: S(16075, 51), atomic: M::NONE, fields: (1031, 2) }, // io.k8s.api.core.v1.PhotonPersistentDiskVolumeSource
+    T { name: S(16414, 22), atomic: M::NONE, fields: (1033, 5) }, // io.k8s.api.core.v1.Pod
+    T { name: S(8006, 30), atomic: M::NONE, fields: (1038, 2) }, // io.k8s.api.core.v1.PodAffinity
+    T { name: S(16490, 34), atomic: M::NONE, fields: (1040, 6) }, // io.k8s.api.core.v1.PodAffinityTerm
+    T { name: S(8051, 34), atomic: M::NONE, fields: (1046, 2) }, // io.k8s.api.core.v1.PodAntiAffinity
+    T { name: S(16618, 43), atomic: M::NONE, fields: (1048, 10) }, // io.k8s.api.core.v1.PodCertificateProjection
+    T { name: S(16730, 31), atomic: M::NONE, fields: (1058, 7) }, // io.k8s.api.core.v1.PodCondition
+    T { name: S(16761, 31), atomic: M::NONE, fields: (1065, 3) }, // io.k8s.api.core.v1.PodDNSConfig
+    T { name: S(16811, 37), atomic: M::NONE, fields: (1068, 2) }, // io.k8s.api.core.v1.PodDNSConfigOption
+    T { name: S(16848, 49), atomic: M::NONE, fields: (1070, 2) }, // io.k8s.api.core.v1.PodExtendedResourceClaimStatus
+    T { name: S(16912, 24), atomic: M::NONE, fields: (1072, 2) }, // io.k8s.api.core.v1.PodIP
+    T { name: S(16936, 24), atomic: M::NONE, fields: (1074, 1) }, // io.k8s.api.core.v1.PodOS
+    T { name: S(16960, 35), atomic: M::NONE, fields: (1075, 1) }, // io.k8s.api.core.v1.PodReadinessGate
+    T { name: S(17008, 35), atomic: M::NONE, fields: (1076, 4) }, // io.k8s.api.core.v1.PodResourceClaim
+    T { name: S(17043, 41), atomic: M::NONE, fields: (1080, 2) }, // io.k8s.api.core.v1.PodResourceClaimStatus
+    T { name: S(17084, 36), atomic: M::NONE, fields: (1082, 1) }, // io.k8s.api.core.v1.PodSchedulingGate
+    T { name: S(17120, 37), atomic: M::NONE, fields: (1083, 1) }, // io.k8s.api.core.v1.PodSchedulingGroup
+    T { name: S(17169, 37), atomic: M::NONE, fields: (1084, 13) }, // io.k8s.api.core.v1.PodSecurityContext
+    T { name: S(16436, 26), atomic: M::NONE, fields: (1097, 44) }, // io.k8s.api.core.v1.PodSpec
+    T { name: S(16462, 28), atomic: M::NONE, fields: (1141, 22) }, // io.k8s.api.core.v1.PodStatus
+    T { name: S(18356, 30), atomic: M::NONE, fields: (1163, 4) }, // io.k8s.api.core.v1.PodTemplate
+    T { name: S(2613, 34), atomic: M::NONE, fields: (1167, 2) }, // io.k8s.api.core.v1.PodTemplateSpec
+    T { name: S(18322, 34), atomic: M::NONE, fields: (1169, 3) }, // io.k8s.api.core.v1.PodVolumeHealth
+    T { name: S(13294, 29), atomic: M::NONE, fields: (1172, 3) }, // io.k8s.api.core.v1.PortStatus
+    T { name: S(16140, 39), atomic: M::NONE, fields: (1175, 3) }, // io.k8s.api.core.v1.PortworxVolumeSource
+    T { name: S(13897, 42), atomic: M::NONE, fields: (1178, 2) }, // io.k8s.api.core.v1.PreferredSchedulingTerm
+    T { name: S(9963, 24), atomic: M::NONE, fields: (1180, 10) }, // io.k8s.api.core.v1.Probe
+    T { name: S(18513, 40), atomic: M::NONE, fields: (1190, 3) }, // io.k8s.api.core.v1.ProjectedVolumeSource
+    T { name: S(16008, 38), atomic: M::NONE, fields: (1193, 6) }, // io.k8s.api.core.v1.QuobyteVolumeSource
+    T { name: S(15850, 44), atomic: M::NONE, fields: (1199, 8) }, // io.k8s.api.core.v1.RBDPersistentVolumeSource
+    T { name: S(18662, 34), atomic: M::NONE, fields: (1207, 8) }, // io.k8s.api.core.v1.RBDVolumeSource
+    T { name: S(18696, 34), atomic: M::NONE, fields: (1215, 5) }, // io.k8s.api.core.v1.RangeAllocation
+    T { name: S(18735, 40), atomic: M::NONE, fields: (1220, 5) }, // io.k8s.api.core.v1.ReplicationController
+    T { name: S(18865, 49), atomic: M::NONE, fields: (1225, 5) }, // io.k8s.api.core.v1.ReplicationControllerCondition
+    T { name: S(18775, 44), atomic: M::NONE, fields: (1230, 4) }, // io.k8s.api.core.v1.ReplicationControllerSpec
+    T { name: S(18819, 46), atomic: M::NONE, fields: (1234, 6) }, // io.k8s.api.core.v1.ReplicationControllerStatus
+    T { name: S(18915, 32), atomic: M::NONE, fields: (1240, 2) }, // io.k8s.api.core.v1.ResourceClaim
+    T { name: S(11040, 40), atomic: M::ALL, fields: (1242, 3) }, // io.k8s.api.core.v1.ResourceFieldSelector
+    T { name: S(18954, 33), atomic: M::NONE, fields: (1245, 4) }, // io.k8s.api.core.v1.ResourceHealth
+    T { name: S(19003, 32), atomic: M::NONE, fields: (1249, 5) }, // io.k8s.api.core.v1.ResourceQuota
+    T { name: S(19035, 36), atomic: M::NONE, fields: (1254, 3) }, // io.k8s.api.core.v1.ResourceQuotaSpec
+    T { name: S(19071, 38), atomic: M::NONE, fields: (1257, 2) }, // io.k8s.api.core.v1.ResourceQuotaStatus
+    T { name: S(9694, 39), atomic: M::NONE, fields: (1259, 3) }, // io.k8s.api.core.v1.ResourceRequirements
+    T { name: S(10784, 33), atomic: M::NONE, fields: (1262, 2) }, // io.k8s.api.core.v1.ResourceStatus
+    T { name: S(17220, 33), atomic: M::NONE, fields: (1264, 4) }, // io.k8s.api.core.v1.SELinuxOptions
+    T { name: S(16186, 48), atomic: M::NONE, fields: (1268, 10) }, // io.k8s.api.core.v1.ScaleIOPersistentVolumeSource
+    T { name: S(19274, 38), atomic: M::NONE, fields: (1278, 10) }, // io.k8s.api.core.v1.ScaleIOVolumeSource
+    T { name: S(19132, 32), atomic: M::ALL, fields: (1288, 1) }, // io.k8s.api.core.v1.ScopeSelector
+    T { name: S(19312, 52), atomic: M::NONE, fields: (1289, 3) }, // io.k8s.api.core.v1.ScopedResourceSelectorRequirement
+    T { name: S(17418, 33), atomic: M::NONE, fields: (1292, 2) }, // io.k8s.api.core.v1.SeccompProfile
+    T { name: S(19373, 25), atomic: M::NONE, fields: (1294, 7) }, // io.k8s.api.core.v1.Secret
+    T { name: S(11387, 34), atomic: M::NONE, fields: (1301, 2) }, // io.k8s.api.core.v1.SecretEnvSource
+    T { name: S(11488, 36), atomic: M::ALL, fields: (1303, 3) }, // io.k8s.api.core.v1.SecretKeySelector
+    T { name: S(19408, 35), atomic: M::NONE, fields: (1306, 3) }, // io.k8s.api.core.v1.SecretProjection
+    T { name: S(8509, 34), atomic: M::ALL, fields: (1309, 2) }, // io.k8s.api.core.v1.SecretReference
+    T { name: S(19443, 37), atomic: M::NONE, fields: (1311, 5) }, // io.k8s.api.core.v1.SecretVolumeSource
+    T { name: S(10126, 34), atomic: M::NONE, fields: (1316, 12) }, // io.k8s.api.core.v1.SecurityContext
+    T { name: S(19557, 26), atomic: M::NONE, fields: (1328, 5) }, // io.k8s.api.core.v1.Service
+    T { name: S(19645, 33), atomic: M::NONE, fields: (1333, 6) }, // io.k8s.api.core.v1.ServiceAccount
+    T { name: S(19685, 48), atomic: M::NONE, fields: (1339, 4) }, // io.k8s.api.core.v1.ServiceAccountTokenProjection
+    T { name: S(19741, 30), atomic: M::NONE, fields: (1343, 6) }, // io.k8s.api.core.v1.ServicePort
+    T { name: S(19583, 30), atomic: M::NONE, fields: (1349, 20) }, // io.k8s.api.core.v1.ServiceSpec
+    T { name: S(19613, 32), atomic: M::NONE, fields: (1369, 2) }, // io.k8s.api.core.v1.ServiceStatus
+    T { name: S(19969, 40), atomic: M::NONE, fields: (1371, 1) }, // io.k8s.api.core.v1.SessionAffinityConfig
+    T { name: S(13051, 30), atomic: M::NONE, fields: (1372, 1) }, // io.k8s.api.core.v1.SleepAction
+    T { name: S(16248, 50), atomic: M::NONE, fields: (1373, 5) }, // io.k8s.api.core.v1.StorageOSPersistentVolumeSource
+    T { name: S(20161, 40), atomic: M::NONE, fields: (1378, 5) }, // io.k8s.api.core.v1.StorageOSVolumeSource
+    T { name: S(17360, 25), atomic: M::NONE, fields: (1383, 2) }, // io.k8s.api.core.v1.Sysctl
+    T { name: S(13012, 34), atomic: M::NONE, fields: (1385, 2) }, // io.k8s.api.core.v1.TCPSocketAction
+    T { name: S(14757, 24), atomic: M::NONE, fields: (1387, 4) }, // io.k8s.api.core.v1.Taint
+    T { name: S(17745, 29), atomic: M::NONE, fields: (1391, 5) }, // io.k8s.api.core.v1.Toleration
+    T { name: S(20233, 51), atomic: M::NONE, fields: (1396, 2) }, // io.k8s.api.core.v1.TopologySelectorLabelRequirement
+    T { name: S(20284, 39), atomic: M::ALL, fields: (1398, 1) }, // io.k8s.api.core.v1.TopologySelectorTerm
+    T { name: S(17917, 43), atomic: M::NONE, fields: (1399, 8) }, // io.k8s.api.core.v1.TopologySpreadConstraint
+    T { name: S(15484, 44), atomic: M::ALL, fields: (1407, 3) }, // io.k8s.api.core.v1.TypedLocalObjectReference
+    T { name: S(15541, 39), atomic: M::NONE, fields: (1410, 4) }, // io.k8s.api.core.v1.TypedObjectReference
+    T { name: S(17492, 25), atomic: M::NONE, fields: (1414, 31) }, // io.k8s.api.core.v1.Volume
+    T { name: S(9919, 31), atomic: M::NONE, fields: (1445, 2) }, // io.k8s.api.core.v1.VolumeDevice
+    T { name: S(18402, 40), atomic: M::NONE, fields: (1447, 3) }, // io.k8s.api.core.v1.VolumeHealthCondition
+    T { name: S(15692, 37), atomic: M::NONE, fields: (1450, 2) }, // io.k8s.api.core.v1.VolumeHealthStatus
+    T { name: S(9876, 30), atomic: M::NONE, fields: (1452, 8) }, // io.k8s.api.core.v1.VolumeMount
+    T { name: S(10692, 36), atomic: M::NONE, fields: (1460, 6) }, // io.k8s.api.core.v1.VolumeMountStatus
+    T { name: S(16350, 37), atomic: M::NONE, fields: (1466, 1) }, // io.k8s.api.core.v1.VolumeNodeAffinity
+    T { name: S(18560, 35), atomic: M::NONE, fields: (1467, 6) }, // io.k8s.api.core.v1.VolumeProjection
+    T { name: S(15403, 45), atomic: M::NONE, fields: (1473, 2) }, // io.k8s.api.core.v1.VolumeResourceRequirements
+    T { name: S(20553, 31), atomic: M::NONE, fields: (1475, 1) }, // io.k8s.api.core.v1.VolumeStatus
+    T { name: S(15952, 49), atomic: M::NONE, fields: (1476, 4) }, // io.k8s.api.core.v1.VsphereVirtualDiskVolumeSource
+    T { name: S(16524, 42), atomic: M::NONE, fields: (1480, 2) }, // io.k8s.api.core.v1.WeightedPodAffinityTerm
+    T { name: S(17267, 48), atomic: M::NONE, fields: (1482, 4) }, // io.k8s.api.core.v1.WindowsSecurityContextOptions
+    T { name: S(18077, 36), atomic: M::NONE, fields: (1486, 3) }, // io.k8s.api.core.v1.WorkloadReference
+    T { name: S(20790, 32), atomic: M::NONE, fields: (1489, 8) }, // io.k8s.api.discovery.v1.Endpoint
+    T { name: S(20822, 42), atomic: M::NONE, fields: (1497, 3) }, // io.k8s.api.discovery.v1.EndpointConditions
+    T { name: S(20891, 37), atomic: M::NONE, fields: (1500, 2) }, // io.k8s.api.discovery.v1.EndpointHints
+    T { name: S(21013, 36), atomic: M::ALL, fields: (1502, 4) }, // io.k8s.api.discovery.v1.EndpointPort
+    T { name: S(21049, 37), atomic: M::NONE, fields: (1506, 6) }, // io.k8s.api.discovery.v1.EndpointSlice
+    T { name: S(20982, 31), atomic: M::NONE, fields: (1512, 1) }, // io.k8s.api.discovery.v1.ForNode
+    T { name: S(20943, 31), atomic: M::NONE, fields: (1513, 1) }, // io.k8s.api.discovery.v1.ForZone
+    T { name: S(21097, 26), atomic: M::NONE, fields: (1514, 17) }, // io.k8s.api.events.v1.Event
+    T { name: S(21123, 32), atomic: M::NONE, fields: (1531, 2) }, // io.k8s.api.events.v1.EventSeries
+    T { name: S(21265, 58), atomic: M::NONE, fields: (1533, 2) }, // io.k8s.api.flowcontrol.v1.ExemptPriorityLevelConfiguration
+    T { name: S(21362, 49), atomic: M::NONE, fields: (1535, 1) }, // io.k8s.api.flowcontrol.v1.FlowDistinguisherMethod
+    T { name: S(21411, 36), atomic: M::NONE, fields: (1536, 5) }, // io.k8s.api.flowcontrol.v1.FlowSchema
+    T { name: S(21529, 45), atomic: M::NONE, fields: (1541, 5) }, // io.k8s.api.flowcontrol.v1.FlowSchemaCondition
+    T { name: S(21447, 40), atomic: M::NONE, fields: (1546, 4) }, // io.k8s.api.flowcontrol.v1.FlowSchemaSpec
+    T { name: S(21487, 42), atomic: M::NONE, fields: (1550, 1) }, // io.k8s.api.flowcontrol.v1.FlowSchemaStatus
+    T { name: S(21747, 38), atomic: M::NONE, fields: (1551, 1) }, // io.k8s.api.flowcontrol.v1.GroupSubject
+    T { name: S(21785, 39), atomic: M::NONE, fields: (1552, 2) }, // io.k8s.api.flowcontrol.v1.LimitResponse
+    T { name: S(21877, 59), atomic: M::NONE, fields: (1554, 4) }, // io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration
+    T { name: S(21970, 47), atomic: M::NONE, fields: (1558, 2) }, // io.k8s.api.flowcontrol.v1.NonResourcePolicyRule
+    T { name: S(21698, 49), atomic: M::NONE, fields: (1560, 3) }, // io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects
+    T { name: S(22138, 52), atomic: M::NONE, fields: (1563, 5) }, // io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration
+    T { name: S(22304, 61), atomic: M::NONE, fields: (1568, 5) }, // io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition
+    T { name: S(21600, 61), atomic: M::NONE, fields: (1573, 1) }, // io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference
+    T { name: S(22190, 56), atomic: M::NONE, fields: (1574, 3) }, // io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec
+    T { name: S(22246, 58), atomic: M::NONE, fields: (1577, 1) }, // io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus
+    T { name: S(21831, 46), atomic: M::NONE, fields: (1578, 3) }, // io.k8s.api.flowcontrol.v1.QueuingConfiguration
+    T { name: S(22078, 44), atomic: M::NONE, fields: (1581, 5) }, // io.k8s.api.flowcontrol.v1.ResourcePolicyRule
+    T { name: S(22420, 47), atomic: M::NONE, fields: (1586, 2) }, // io.k8s.api.flowcontrol.v1.ServiceAccountSubject
+    T { name: S(22045, 33), atomic: M::NONE, fields: (1588, 4) }, // io.k8s.api.flowcontrol.v1.Subject
+    T { name: S(22467, 37), atomic: M::NONE, fields: (1592, 1) }, // io.k8s.api.flowcontrol.v1.UserSubject
+    T { name: S(22504, 40), atomic: M::NONE, fields: (1593, 3) }, // io.k8s.api.networking.v1.HTTPIngressPath
+    T { name: S(22598, 45), atomic: M::NONE, fields: (1596, 1) }, // io.k8s.api.networking.v1.HTTPIngressRuleValue
+    T { name: S(22648, 34), atomic: M::NONE, fields: (1597, 4) }, // io.k8s.api.networking.v1.IPAddress
+    T { name: S(22682, 38), atomic: M::NONE, fields: (1601, 1) }, // io.k8s.api.networking.v1.IPAddressSpec
+    T { name: S(22769, 32), atomic: M::NONE, fields: (1602, 2) }, // io.k8s.api.networking.v1.IPBlock
+    T { name: S(22811, 32), atomic: M::NONE, fields: (1604, 5) }, // io.k8s.api.networking.v1.Ingress
+    T { name: S(22559, 39), atomic: M::NONE, fields: (1609, 2) }, // io.k8s.api.networking.v1.IngressBackend
+    T { name: S(22963, 37), atomic: M::NONE, fields: (1611, 4) }, // io.k8s.api.networking.v1.IngressClass
+    T { name: S(23041, 56), atomic: M::NONE, fields: (1615, 5) }, // io.k8s.api.networking.v1.IngressClassParametersReference
+    T { name: S(23000, 41), atomic: M::NONE, fields: (1620, 2) }, // io.k8s.api.networking.v1.IngressClassSpec
+    T { name: S(23117, 51), atomic: M::NONE, fields: (1622, 3) }, // io.k8s.api.networking.v1.IngressLoadBalancerIngress
+    T { name: S(23210, 50), atomic: M::NONE, fields: (1625, 1) }, // io.k8s.api.networking.v1.IngressLoadBalancerStatus
+    T { name: S(23168, 42), atomic: M::NONE, fields: (1626, 3) }, // io.k8s.api.networking.v1.IngressPortStatus
+    T { name: S(23260, 36), atomic: M::NONE, fields: (1629, 2) }, // io.k8s.api.networking.v1.IngressRule
+    T { name: S(22917, 46), atomic: M::NONE, fields: (1631, 2) }, // io.k8s.api.networking.v1.IngressServiceBackend
+    T { name: S(22843, 36), atomic: M::NONE, fields: (1633, 4) }, // io.k8s.api.networking.v1.IngressSpec
+    T { name: S(22879, 38), atomic: M::NONE, fields: (1637, 1) }, // io.k8s.api.networking.v1.IngressStatus
+    T { name: S(23376, 35), atomic: M::NONE, fields: (1638, 2) }, // io.k8s.api.networking.v1.IngressTLS
+    T { name: S(23416, 38), atomic: M::NONE, fields: (1640, 4) }, // io.k8s.api.networking.v1.NetworkPolicy
+    T { name: S(23496, 48), atomic: M::NONE, fields: (1644, 2) }, // io.k8s.api.networking.v1.NetworkPolicyEgressRule
+    T { name: S(23630, 49), atomic: M::NONE, fields: (1646, 2) }, // io.k8s.api.networking.v1.NetworkPolicyIngressRule
+    T { name: S(23588, 42), atomic: M::NONE, fields: (1648, 3) }, // io.k8s.api.networking.v1.NetworkPolicyPeer
+    T { name: S(23544, 42), atomic: M::NONE, fields: (1651, 3) }, // io.k8s.api.networking.v1.NetworkPolicyPort
+    T { name: S(23454, 42), atomic: M::NONE, fields: (1654, 4) }, // io.k8s.api.networking.v1.NetworkPolicySpec
+    T { name: S(22729, 40), atomic: M::NONE, fields: (1658, 4) }, // io.k8s.api.networking.v1.ParentReference
+    T { name: S(23300, 43), atomic: M(31, 255), fields: (1662, 2) }, // io.k8s.api.networking.v1.ServiceBackendPort
+    T { name: S(23731, 36), atomic: M::NONE, fields: (1664, 5) }, // io.k8s.api.networking.v1.ServiceCIDR
+    T { name: S(23767, 40), atomic: M::NONE, fields: (1669, 1) }, // io.k8s.api.networking.v1.ServiceCIDRSpec
+    T { name: S(23807, 42), atomic: M::NONE, fields: (1670, 1) }, // io.k8s.api.networking.v1.ServiceCIDRStatus
+    T { name: S(23854, 27), atomic: M::NONE, fields: (1671, 1) }, // io.k8s.api.node.v1.Overhead
+    T { name: S(23889, 31), atomic: M::NONE, fields: (1672, 6) }, // io.k8s.api.node.v1.RuntimeClass
+    T { name: S(23927, 29), atomic: M::NONE, fields: (1678, 2) }, // io.k8s.api.node.v1.Scheduling
+    T { name: S(23956, 29), atomic: M::NONE, fields: (1680, 4) }, // io.k8s.api.policy.v1.Eviction
+    T { name: S(24048, 40), atomic: M::NONE, fields: (1684, 5) }, // io.k8s.api.policy.v1.PodDisruptionBudget
+    T { name: S(24088, 44), atomic: M::NONE, fields: (1689, 4) }, // io.k8s.api.policy.v1.PodDisruptionBudgetSpec
+    T { name: S(24132, 46), atomic: M::NONE, fields: (1693, 7) }, // io.k8s.api.policy.v1.PodDisruptionBudgetStatus
+    T { name: S(24287, 34), atomic: M::NONE, fields: (1700, 1) }, // io.k8s.api.rbac.v1.AggregationRule
+    T { name: S(24341, 30), atomic: M::NONE, fields: (1701, 5) }, // io.k8s.api.rbac.v1.ClusterRole
+    T { name: S(24415, 37), atomic: M::NONE, fields: (1706, 5) }, // io.k8s.api.rbac.v1.ClusterRoleBinding
+    T { name: S(24371, 29), atomic: M::NONE, fields: (1711, 5) }, // io.k8s.api.rbac.v1.PolicyRule
+    T { name: S(24511, 23), atomic: M::NONE, fields: (1716, 4) }, // io.k8s.api.rbac.v1.Role
+    T { name: S(24534, 30), atomic: M::NONE, fields: (1720, 5) }, // io.k8s.api.rbac.v1.RoleBinding
+    T { name: S(24485, 26), atomic: M::ALL, fields: (1725, 3) }, // io.k8s.api.rbac.v1.RoleRef
+    T { name: S(24452, 26), atomic: M::ALL, fields: (1728, 4) }, // io.k8s.api.rbac.v1.Subject
+    T { name: S(24564, 44), atomic: M::NONE, fields: (1732, 7) }, // io.k8s.api.resource.v1.AllocatedDeviceStatus
+    T { name: S(24672, 39), atomic: M::NONE, fields: (1739, 3) }, // io.k8s.api.resource.v1.AllocationResult
+    T { name: S(24782, 40), atomic: M::NONE, fields: (1742, 1) }, // io.k8s.api.resource.v1.CELDeviceSelector
+    T { name: S(24822, 44), atomic: M::NONE, fields: (1743, 3) }, // io.k8s.api.resource.v1.CapacityRequestPolicy
+    T { name: S(24887, 49), atomic: M::NONE, fields: (1746, 3) }, // io.k8s.api.resource.v1.CapacityRequestPolicyRange
+    T { name: S(24940, 43), atomic: M::NONE, fields: (1749, 1) }, // io.k8s.api.resource.v1.CapacityRequirements
+    T { name: S(24983, 30), atomic: M::NONE, fields: (1750, 1) }, // io.k8s.api.resource.v1.Counter
+    T { name: S(25013, 33), atomic: M::NONE, fields: (1751, 2) }, // io.k8s.api.resource.v1.CounterSet
+    T { name: S(25054, 29), atomic: M::NONE, fields: (1753, 14) }, // io.k8s.api.resource.v1.Device
+    T { name: S(25419, 52), atomic: M::NONE, fields: (1767, 3) }, // io.k8s.api.resource.v1.DeviceAllocationConfiguration
+    T { name: S(24718, 45), atomic: M::NONE, fields: (1770, 2) }, // io.k8s.api.resource.v1.DeviceAllocationResult
+    T { name: S(25093, 38), atomic: M::NONE, fields: (1772, 12) }, // io.k8s.api.resource.v1.DeviceAttribute
+    T { name: S(25131, 37), atomic: M::NONE, fields: (1784, 2) }, // io.k8s.api.resource.v1.DeviceCapacity
+    T { name: S(25641, 34), atomic: M::NONE, fields: (1786, 3) }, // io.k8s.api.resource.v1.DeviceClaim
+    T { name: S(25761, 47), atomic: M::NONE, fields: (1789, 2) }, // io.k8s.api.resource.v1.DeviceClaimConfiguration
+    T { name: S(25808, 34), atomic: M::NONE, fields: (1791, 4) }, // io.k8s.api.resource.v1.DeviceClass
+    T { name: S(25880, 47), atomic: M::NONE, fields: (1795, 1) }, // io.k8s.api.resource.v1.DeviceClassConfiguration
+    T { name: S(25842, 38), atomic: M::NONE, fields: (1796, 3) }, // io.k8s.api.resource.v1.DeviceClassSpec
+    T { name: S(25722, 39), atomic: M::NONE, fields: (1799, 3) }, // io.k8s.api.resource.v1.DeviceConstraint
+    T { name: S(25184, 47), atomic: M::NONE, fields: (1802, 2) }, // io.k8s.api.resource.v1.DeviceCounterConsumption
+    T { name: S(25675, 36), atomic: M::NONE, fields: (1804, 3) }, // io.k8s.api.resource.v1.DeviceRequest
+    T { name: S(25532, 52), atomic: M::NONE, fields: (1807, 12) }, // io.k8s.api.resource.v1.DeviceRequestAllocationResult
+    T { name: S(25936, 37), atomic: M::NONE, fields: (1819, 1) }, // io.k8s.api.resource.v1.DeviceSelector
+    T { name: S(26096, 39), atomic: M::NONE, fields: (1820, 7) }, // io.k8s.api.resource.v1.DeviceSubRequest
+    T { name: S(25239, 34), atomic: M::NONE, fields: (1827, 4) }, // io.k8s.api.resource.v1.DeviceTaint
+    T { name: S(26251, 38), atomic: M::NONE, fields: (1831, 5) }, // io.k8s.api.resource.v1.DeviceTaintRule
+    T { name: S(26289, 42), atomic: M::NONE, fields: (1836, 2) }, // io.k8s.api.resource.v1.DeviceTaintRuleSpec
+    T { name: S(26331, 44), atomic: M::NONE, fields: (1838, 1) }, // io.k8s.api.resource.v1.DeviceTaintRuleStatus
+    T { name: S(26389, 42), atomic: M::NONE, fields: (1839, 3) }, // io.k8s.api.resource.v1.DeviceTaintSelector
+    T { name: S(26146, 39), atomic: M::NONE, fields: (1842, 5) }, // io.k8s.api.resource.v1.DeviceToleration
+    T { name: S(26041, 41), atomic: M::NONE, fields: (1847, 7) }, // io.k8s.api.resource.v1.ExactDeviceRequest
+    T { name: S(24632, 40), atomic: M::NONE, fields: (1854, 3) }, // io.k8s.api.resource.v1.NetworkDeviceData
+    T { name: S(26474, 45), atomic: M::NONE, fields: (1857, 3) }, // io.k8s.api.resource.v1.NodeAllocatableMapping
+    T { name: S(26564, 46), atomic: M::NONE, fields: (1860, 2) }, // io.k8s.api.resource.v1.NodeAllocatableOverhead
+    T { name: S(25373, 46), atomic: M::NONE, fields: (1862, 2) }, // io.k8s.api.resource.v1.NodeAllocatableResource
+    T { name: S(25477, 48), atomic: M::NONE, fields: (1864, 2) }, // io.k8s.api.resource.v1.OpaqueDeviceConfiguration
+    T { name: S(26610, 36), atomic: M::NONE, fields: (1866, 5) }, // io.k8s.api.resource.v1.ResourceClaim
+    T { name: S(26728, 53), atomic: M::NONE, fields: (1871, 4) }, // io.k8s.api.resource.v1.ResourceClaimConsumerReference
+    T { name: S(26646, 40), atomic: M::NONE, fields: (1875, 1) }, // io.k8s.api.resource.v1.ResourceClaimSpec
+    T { name: S(26686, 42), atomic: M::NONE, fields: (1876, 3) }, // io.k8s.api.resource.v1.ResourceClaimStatus
+    T { name: S(26802, 44), atomic: M::NONE, fields: (1879, 4) }, // io.k8s.api.resource.v1.ResourceClaimTemplate
+    T { name: S(26846, 48), atomic: M::NONE, fields: (1883, 2) }, // io.k8s.api.resource.v1.ResourceClaimTemplateSpec
+    T { name: S(26894, 35), atomic: M::NONE, fields: (1885, 3) }, // io.k8s.api.resource.v1.ResourcePool
+    T { name: S(26957, 36), atomic: M::NONE, fields: (1888, 4) }, // io.k8s.api.resource.v1.ResourceSlice
+    T { name: S(26993, 40), atomic: M::NONE, fields: (1892, 12) }, // io.k8s.api.resource.v1.ResourceSliceSpec
+    T { name: S(27091, 38), atomic: M::NONE, fields: (1904, 7) }, // io.k8s.api.scheduling.v1.PriorityClass
+    T { name: S(27153, 31), atomic: M::NONE, fields: (1911, 4) }, // io.k8s.api.storage.v1.CSIDriver
+    T { name: S(27184, 35), atomic: M::NONE, fields: (1915, 11) }, // io.k8s.api.storage.v1.CSIDriverSpec
+    T { name: S(27462, 29), atomic: M::NONE, fields: (1926, 5) }, // io.k8s.api.storage.v1.CSINode
+    T { name: S(27559, 35), atomic: M::NONE, fields: (1931, 4) }, // io.k8s.api.storage.v1.CSINodeDriver
+    T { name: S(27491, 33), atomic: M::NONE, fields: (1935, 1) }, // io.k8s.api.storage.v1.CSINodeSpec
+    T { name: S(27524, 35), atomic: M::NONE, fields: (1936, 1) }, // io.k8s.api.storage.v1.CSINodeStatus
+    T { name: S(27708, 40), atomic: M::NONE, fields: (1937, 7) }, // io.k8s.api.storage.v1.CSIStorageCapacity
+    T { name: S(27777, 34), atomic: M::NONE, fields: (1944, 10) }, // io.k8s.api.storage.v1.StorageClass
+    T { name: S(27673, 35), atomic: M::NONE, fields: (1954, 2) }, // io.k8s.api.storage.v1.StorageHealth
+    T { name: S(27889, 44), atomic: M::NONE, fields: (1956, 6) }, // io.k8s.api.storage.v1.StorageHealthCondition
+    T { name: S(27308, 34), atomic: M::NONE, fields: (1962, 2) }, // io.k8s.api.storage.v1.TokenRequest
+    T { name: S(27943, 38), atomic: M::NONE, fields: (1964, 5) }, // io.k8s.api.storage.v1.VolumeAttachment
+    T { name: S(28067, 44), atomic: M::NONE, fields: (1969, 2) }, // io.k8s.api.storage.v1.VolumeAttachmentSource
+    T { name: S(27981, 42), atomic: M::NONE, fields: (1971, 3) }, // io.k8s.api.storage.v1.VolumeAttachmentSpec
+    T { name: S(28023, 44), atomic: M::NONE, fields: (1974, 4) }, // io.k8s.api.storage.v1.VolumeAttachmentStatus
+    T { name: S(28236, 43), atomic: M::NONE, fields: (1978, 5) }, // io.k8s.api.storage.v1.VolumeAttributesClass
+    T { name: S(28192, 33), atomic: M::NONE, fields: (1983, 3) }, // io.k8s.api.storage.v1.VolumeError
+    T { name: S(27612, 41), atomic: M::NONE, fields: (1986, 1) }, // io.k8s.api.storage.v1.VolumeNodeResources
+    T { name: S(28302, 87), atomic: M::NONE, fields: (1987, 6) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition
+    T { name: S(28403, 81), atomic: M::NONE, fields: (1993, 2) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion
+    T { name: S(28565, 81), atomic: M::NONE, fields: (1995, 5) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition
+    T { name: S(28818, 90), atomic: M::NONE, fields: (2000, 6) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition
+    T { name: S(28908, 86), atomic: M::NONE, fields: (2006, 6) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames
+    T { name: S(28646, 85), atomic: M::NONE, fields: (2012, 6) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec
+    T { name: S(28731, 87), atomic: M::NONE, fields: (2018, 4) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus
+    T { name: S(29036, 88), atomic: M::NONE, fields: (2022, 9) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion
+    T { name: S(29517, 87), atomic: M::NONE, fields: (2031, 3) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale
+    T { name: S(29322, 83), atomic: M::NONE, fields: (2034, 2) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources
+    T { name: S(29229, 81), atomic: M::NONE, fields: (2036, 1) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation
+    T { name: S(29747, 78), atomic: M::NONE, fields: (2037, 2) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation
+    T { name: S(29675, 72), atomic: M::NONE, fields: (2039, 44) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps
+    T { name: S(29445, 72), atomic: M::NONE, fields: (2083, 1) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.SelectableField
+    T { name: S(30371, 73), atomic: M::NONE, fields: (2084, 4) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ServiceReference
+    T { name: S(30300, 71), atomic: M::NONE, fields: (2088, 6) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule
+    T { name: S(30459, 76), atomic: M::NONE, fields: (2094, 3) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig
+    T { name: S(28491, 74), atomic: M::NONE, fields: (2097, 2) }, // io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookConversion
+    T { name: S(2194, 46), atomic: M::NONE, fields: (2099, 6) }, // io.k8s.apimachinery.pkg.apis.meta.v1.Condition
+    T { name: S(23998, 50), atomic: M::NONE, fields: (2105, 8) }, // io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions
+    T { name: S(369, 50), atomic: M::ALL, fields: (2113, 2) }, // io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+    T { name: S(30738, 61), atomic: M::NONE, fields: (2115, 3) }, // io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement
+    T { name: S(30799, 55), atomic: M::NONE, fields: (2118, 7) }, // io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry
+    T { name: S(617, 47), atomic: M::NONE, fields: (2125, 15) }, // io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
+    T { name: S(31011, 51), atomic: M::ALL, fields: (2140, 6) }, // io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference
+    T { name: S(30590, 50), atomic: M::NONE, fields: (2146, 2) }, // io.k8s.apimachinery.pkg.apis.meta.v1.Preconditions
+    T { name: S(31093, 61), atomic: M::NONE, fields: (2148, 5) }, // io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService
+    T { name: S(31286, 70), atomic: M::NONE, fields: (2153, 5) }, // io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition
+    T { name: S(31154, 65), atomic: M::NONE, fields: (2158, 7) }, // io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec
+    T { name: S(31219, 67), atomic: M::NONE, fields: (2165, 1) }, // io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus
+    T { name: S(31356, 67), atomic: M::NONE, fields: (2166, 3) }, // io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.ServiceReference
 ];
 
-/// The kinds: (apiVersion, kind, type name, the minors that serve it), sorted.
-pub static KINDS: &[(&str, &str, &str, M)] = &[
-    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy", "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicy", M(255, 255)),
-    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding", "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBinding", M(255, 255)),
-    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration", M::ALL),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy", M(30, 255)),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding", M(30, 255)),
-    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration", M::ALL),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition", M::ALL),
-    ("apiregistration.k8s.io/v1", "APIService", "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService", M::ALL),
-    ("apps/v1", "ControllerRevision", "io.k8s.api.apps.v1.ControllerRevision", M::ALL),
-    ("apps/v1", "DaemonSet", "io.k8s.api.apps.v1.DaemonSet", M::ALL),
-    ("apps/v1", "Deployment", "io.k8s.api.apps.v1.Deployment", M::ALL),
-    ("apps/v1", "ReplicaSet", "io.k8s.api.apps.v1.ReplicaSet", M::ALL),
-    ("apps/v1", "StatefulSet", "io.k8s.api.apps.v1.StatefulSet", M::ALL),
-    ("autoscaling/v1", "HorizontalPodAutoscaler", "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler", M::ALL),
-    ("autoscaling/v1", "Scale", "io.k8s.api.autoscaling.v1.Scale", M::ALL),
-    ("autoscaling/v2", "HorizontalPodAutoscaler", "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", M::ALL),
-    ("batch/v1", "CronJob", "io.k8s.api.batch.v1.CronJob", M::ALL),
-    ("batch/v1", "Job", "io.k8s.api.batch.v1.Job", M::ALL),
-    ("certificates.k8s.io/v1", "CertificateSigningRequest", "io.k8s.api.certificates.v1.CertificateSigningRequest", M::ALL),
-    ("certificates.k8s.io/v1", "ClusterTrustBundle", "io.k8s.api.certificates.v1.ClusterTrustBundle", M(255, 255)),
-    ("certificates.k8s.io/v1", "PodCertificateRequest", "io.k8s.api.certificates.v1.PodCertificateRequest", M(255, 255)),
-    ("coordination.k8s.io/v1", "Lease", "io.k8s.api.coordination.v1.Lease", M::ALL),
-    ("discovery.k8s.io/v1", "EndpointSlice", "io.k8s.api.discovery.v1.EndpointSlice", M::ALL),
-    ("events.k8s.io/v1", "Event", "io.k8s.api.events.v1.Event", M::ALL),
-    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "io.k8s.api.flowcontrol.v1.FlowSchema", M::ALL),
-    ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration", "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration", M::ALL),
-    ("networking.k8s.io/v1", "IPAddress", "io.k8s.api.networking.v1.IPAddress", M(33, 255)),
-    ("networking.k8s.io/v1", "Ingress", "io.k8s.api.networking.v1.Ingress", M::ALL),
-    ("networking.k8s.io/v1", "IngressClass", "io.k8s.api.networking.v1.IngressClass", M::ALL),
-    ("networking.k8s.io/v1", "NetworkPolicy", "io.k8s.api.networking.v1.NetworkPolicy", M::ALL),
-    ("networking.k8s.io/v1", "ServiceCIDR", "io.k8s.api.networking.v1.ServiceCIDR", M(33, 255)),
-    ("node.k8s.io/v1", "RuntimeClass", "io.k8s.api.node.v1.RuntimeClass", M::ALL),
-    ("policy/v1", "Eviction", "io.k8s.api.policy.v1.Eviction", M::ALL),
-    ("policy/v1", "PodDisruptionBudget", "io.k8s.api.policy.v1.PodDisruptionBudget", M::ALL),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole", "io.k8s.api.rbac.v1.ClusterRole", M::ALL),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "io.k8s.api.rbac.v1.ClusterRoleBinding", M::ALL),
-    ("rbac.authorization.k8s.io/v1", "Role", "io.k8s.api.rbac.v1.Role", M::ALL),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding", "io.k8s.api.rbac.v1.RoleBinding", M::ALL),
-    ("resource.k8s.io/v1", "DeviceClass", "io.k8s.api.resource.v1.DeviceClass", M(34, 255)),
-    ("resource.k8s.io/v1", "DeviceTaintRule", "io.k8s.api.resource.v1.DeviceTaintRule", M(255, 255)),
-    ("resource.k8s.io/v1", "ResourceClaim", "io.k8s.api.resource.v1.ResourceClaim", M(34, 255)),
-    ("resource.k8s.io/v1", "ResourceClaimTemplate", "io.k8s.api.resource.v1.ResourceClaimTemplate", M(34, 255)),
-    ("resource.k8s.io/v1", "ResourceSlice", "io.k8s.api.resource.v1.ResourceSlice", M(34, 255)),
-    ("scheduling.k8s.io/v1", "PriorityClass", "io.k8s.api.scheduling.v1.PriorityClass", M::ALL),
-    ("storage.k8s.io/v1", "CSIDriver", "io.k8s.api.storage.v1.CSIDriver", M::ALL),
-    ("storage.k8s.io/v1", "CSINode", "io.k8s.api.storage.v1.CSINode", M::ALL),
-    ("storage.k8s.io/v1", "CSIStorageCapacity", "io.k8s.api.storage.v1.CSIStorageCapacity", M::ALL),
-    ("storage.k8s.io/v1", "StorageClass", "io.k8s.api.storage.v1.StorageClass", M::ALL),
-    ("storage.k8s.io/v1", "VolumeAttachment", "io.k8s.api.storage.v1.VolumeAttachment", M::ALL),
-    ("storage.k8s.io/v1", "VolumeAttributesClass", "io.k8s.api.storage.v1.VolumeAttributesClass", M(34, 255)),
-    ("v1", "Binding", "io.k8s.api.core.v1.Binding", M::ALL),
-    ("v1", "ComponentStatus", "io.k8s.api.core.v1.ComponentStatus", M::ALL),
-    ("v1", "ConfigMap", "io.k8s.api.core.v1.ConfigMap", M::ALL),
-    ("v1", "Endpoints", "io.k8s.api.core.v1.Endpoints", M::ALL),
-    ("v1", "Event", "io.k8s.api.core.v1.Event", M::ALL),
-    ("v1", "LimitRange", "io.k8s.api.core.v1.LimitRange", M::ALL),
-    ("v1", "Namespace", "io.k8s.api.core.v1.Namespace", M::ALL),
-    ("v1", "Node", "io.k8s.api.core.v1.Node", M::ALL),
-    ("v1", "PersistentVolume", "io.k8s.api.core.v1.PersistentVolume", M::ALL),
-    ("v1", "PersistentVolumeClaim", "io.k8s.api.core.v1.PersistentVolumeClaim", M::ALL),
-    ("v1", "Pod", "io.k8s.api.core.v1.Pod", M::ALL),
-    ("v1", "PodTemplate", "io.k8s.api.core.v1.PodTemplate", M::ALL),
-    ("v1", "RangeAllocation", "io.k8s.api.core.v1.RangeAllocation", M(255, 255)),
-    ("v1", "ReplicationController", "io.k8s.api.core.v1.ReplicationController", M::ALL),
-    ("v1", "ResourceQuota", "io.k8s.api.core.v1.ResourceQuota", M::ALL),
-    ("v1", "Secret", "io.k8s.api.core.v1.Secret", M::ALL),
-    ("v1", "Service", "io.k8s.api.core.v1.Service", M::ALL),
-    ("v1", "ServiceAccount", "io.k8s.api.core.v1.ServiceAccount", M::ALL),
+/// The fields of every type, a type's in one run (`T::fields`).
+pub static FIELDS: &[F] = &[
+    F { name: S(54, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ApplyConfiguration.expression
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AuditAnnotation.key
+    F { name: S(118, 15), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AuditAnnotation.valueExpression
+    F { name: S(186, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ExpressionWarning.fieldRef
+    F { name: S(194, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ExpressionWarning.warning
+    F { name: S(54, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONPatch.expression
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // MatchCondition.name
+    F { name: S(54, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // MatchCondition.expression
+    F { name: S(352, 17), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MatchResources.namespaceSelector
+    F { name: S(419, 14), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MatchResources.objectSelector
+    F { name: S(433, 13), ty: Ty::List(0, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // MatchResources.resourceRules
+    F { name: S(505, 20), ty: Ty::List(0, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // MatchResources.excludeResourceRules
+    F { name: S(525, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MatchResources.matchPolicy
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicy.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicy.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicy.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(668, 63)), go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicy.spec
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicyBinding.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicyBinding.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicyBinding.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(797, 70)), go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicyBinding.spec
+    F { name: S(867, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicyBindingSpec.policyName
+    F { name: S(877, 8), ty: Ty::Named(S(885, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicyBindingSpec.paramRef
+    F { name: S(929, 14), ty: Ty::Named(S(302, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicyBindingSpec.matchResources
+    F { name: S(943, 9), ty: Ty::Named(S(952, 45)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicySpec.paramKind
+    F { name: S(997, 16), ty: Ty::Named(S(302, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicySpec.matchConstraints
+    F { name: S(1013, 9), ty: Ty::List(1, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicySpec.variables
+    F { name: S(1066, 9), ty: Ty::List(2, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicySpec.mutations
+    F { name: S(1119, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicySpec.failurePolicy
+    F { name: S(1132, 15), ty: Ty::List(3, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicySpec.matchConditions
+    F { name: S(1147, 18), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingAdmissionPolicySpec.reinvocationPolicy
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // MutatingWebhook.name
+    F { name: S(1216, 12), ty: Ty::Named(S(1228, 55)), go: G::Val, omit: false, def: None, m: M::ALL }, // MutatingWebhook.clientConfig
+    F { name: S(1283, 5), ty: Ty::List(4, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // MutatingWebhook.rules
+    F { name: S(1119, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingWebhook.failurePolicy
+    F { name: S(525, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingWebhook.matchPolicy
+    F { name: S(352, 17), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingWebhook.namespaceSelector
+    F { name: S(419, 14), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingWebhook.objectSelector
+    F { name: S(1342, 11), ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL }, // MutatingWebhook.sideEffects
+    F { name: S(1353, 14), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingWebhook.timeoutSeconds
+    F { name: S(1367, 23), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // MutatingWebhook.admissionReviewVersions
+    F { name: S(1147, 18), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MutatingWebhook.reinvocationPolicy
+    F { name: S(1132, 15), ty: Ty::List(3, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // MutatingWebhook.matchConditions
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingWebhookConfiguration.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingWebhookConfiguration.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // MutatingWebhookConfiguration.metadata
+    F { name: S(1454, 8), ty: Ty::List(6, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // MutatingWebhookConfiguration.webhooks
+    F { name: S(1462, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Mutation.patchType
+    F { name: S(1471, 18), ty: Ty::Named(S(0, 54)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Mutation.applyConfiguration
+    F { name: S(1489, 9), ty: Ty::Named(S(201, 45)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Mutation.jsonPatch
+    F { name: S(1498, 13), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NamedRuleWithOperations.resourceNames
+    F { name: S(1511, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NamedRuleWithOperations.operations
+    F { name: S(1521, 9), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NamedRuleWithOperations.apiGroups
+    F { name: S(1530, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NamedRuleWithOperations.apiVersions
+    F { name: S(1541, 9), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NamedRuleWithOperations.resources
+    F { name: S(1550, 5), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NamedRuleWithOperations.scope
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParamKind.apiVersion
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParamKind.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParamRef.name
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParamRef.namespace
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ParamRef.selector
+    F { name: S(1572, 23), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ParamRef.parameterNotFoundAction
+    F { name: S(1511, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // RuleWithOperations.operations
+    F { name: S(1521, 9), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // RuleWithOperations.apiGroups
+    F { name: S(1530, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // RuleWithOperations.apiVersions
+    F { name: S(1541, 9), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // RuleWithOperations.resources
+    F { name: S(1550, 5), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // RuleWithOperations.scope
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ServiceReference.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ServiceReference.name
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceReference.path
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceReference.port
+    F { name: S(1703, 18), ty: Ty::List(7, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // TypeChecking.expressionWarnings
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicy.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicy.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicy.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(1782, 65)), go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicy.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(1853, 67)), go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicy.status
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBinding.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBinding.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBinding.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(1988, 72)), go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBinding.spec
+    F { name: S(867, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBindingSpec.policyName
+    F { name: S(877, 8), ty: Ty::Named(S(885, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBindingSpec.paramRef
+    F { name: S(929, 14), ty: Ty::Named(S(302, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBindingSpec.matchResources
+    F { name: S(2060, 17), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyBindingSpec.validationActions
+    F { name: S(943, 9), ty: Ty::Named(S(952, 45)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicySpec.paramKind
+    F { name: S(997, 16), ty: Ty::Named(S(302, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicySpec.matchConstraints
+    F { name: S(2077, 11), ty: Ty::List(8, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicySpec.validations
+    F { name: S(1119, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicySpec.failurePolicy
+    F { name: S(2134, 16), ty: Ty::List(9, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicySpec.auditAnnotations
+    F { name: S(1132, 15), ty: Ty::List(3, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicySpec.matchConditions
+    F { name: S(1013, 9), ty: Ty::List(1, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicySpec.variables
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyStatus.observedGeneration
+    F { name: S(2168, 12), ty: Ty::Named(S(1655, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyStatus.typeChecking
+    F { name: S(2180, 10), ty: Ty::List(10, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingAdmissionPolicyStatus.conditions
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ValidatingWebhook.name
+    F { name: S(1216, 12), ty: Ty::Named(S(1228, 55)), go: G::Val, omit: false, def: None, m: M::ALL }, // ValidatingWebhook.clientConfig
+    F { name: S(1283, 5), ty: Ty::List(4, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingWebhook.rules
+    F { name: S(1119, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingWebhook.failurePolicy
+    F { name: S(525, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingWebhook.matchPolicy
+    F { name: S(352, 17), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingWebhook.namespaceSelector
+    F { name: S(419, 14), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingWebhook.objectSelector
+    F { name: S(1342, 11), ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL }, // ValidatingWebhook.sideEffects
+    F { name: S(1353, 14), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidatingWebhook.timeoutSeconds
+    F { name: S(1367, 23), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // ValidatingWebhook.admissionReviewVersions
+    F { name: S(1132, 15), ty: Ty::List(3, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingWebhook.matchConditions
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingWebhookConfiguration.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingWebhookConfiguration.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ValidatingWebhookConfiguration.metadata
+    F { name: S(1454, 8), ty: Ty::List(11, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ValidatingWebhookConfiguration.webhooks
+    F { name: S(54, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Validation.expression
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Validation.message
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Validation.reason
+    F { name: S(2372, 17), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Validation.messageExpression
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // Variable.name
+    F { name: S(54, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Variable.expression
+    F { name: S(2389, 3), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WebhookClientConfig.url
+    F { name: S(2392, 7), ty: Ty::Named(S(1595, 52)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // WebhookClientConfig.service
+    F { name: S(2399, 8), ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL }, // WebhookClientConfig.caBundle
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ControllerRevision.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ControllerRevision.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ControllerRevision.metadata
+    F { name: S(2444, 4), ty: Ty::Untyped, go: G::Val, omit: false, def: None, m: M::ALL }, // ControllerRevision.data
+    F { name: S(2448, 8), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ControllerRevision.revision
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSet.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSet.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSet.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(2484, 32)), go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSet.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(2516, 34)), go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSet.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // DaemonSetCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DaemonSetCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetCondition.message
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: false, def: None, m: M::ALL }, // DaemonSetSpec.selector
+    F { name: S(2605, 8), ty: Ty::Named(S(2613, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // DaemonSetSpec.template
+    F { name: S(2647, 14), ty: Ty::Named(S(2661, 42)), go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetSpec.updateStrategy
+    F { name: S(2703, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetSpec.minReadySeconds
+    F { name: S(2718, 20), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DaemonSetSpec.revisionHistoryLimit
+    F { name: S(2738, 22), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // DaemonSetStatus.currentNumberScheduled
+    F { name: S(2760, 18), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // DaemonSetStatus.numberMisscheduled
+    F { name: S(2778, 22), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // DaemonSetStatus.desiredNumberScheduled
+    F { name: S(2800, 11), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // DaemonSetStatus.numberReady
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetStatus.observedGeneration
+    F { name: S(2811, 22), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetStatus.updatedNumberScheduled
+    F { name: S(2833, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetStatus.numberAvailable
+    F { name: S(2848, 17), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetStatus.numberUnavailable
+    F { name: S(2865, 14), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DaemonSetStatus.collisionCount
+    F { name: S(2180, 10), ty: Ty::List(12, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // DaemonSetStatus.conditions
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DaemonSetUpdateStrategy.type
+    F { name: S(2879, 13), ty: Ty::Named(S(2892, 41)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DaemonSetUpdateStrategy.rollingUpdate
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Deployment.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Deployment.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Deployment.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(2962, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // Deployment.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(2995, 35)), go: G::Val, omit: true, def: None, m: M::ALL }, // Deployment.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // DeploymentCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeploymentCondition.status
+    F { name: S(3068, 14), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentCondition.lastUpdateTime
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentCondition.message
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeploymentSpec.replicas
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: false, def: None, m: M::ALL }, // DeploymentSpec.selector
+    F { name: S(2605, 8), ty: Ty::Named(S(2613, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // DeploymentSpec.template
+    F { name: S(3090, 8), ty: Ty::Named(S(3098, 37)), go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentSpec.strategy
+    F { name: S(2703, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentSpec.minReadySeconds
+    F { name: S(2718, 20), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeploymentSpec.revisionHistoryLimit
+    F { name: S(3135, 6), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentSpec.paused
+    F { name: S(3141, 23), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeploymentSpec.progressDeadlineSeconds
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentStatus.observedGeneration
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentStatus.replicas
+    F { name: S(3164, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentStatus.updatedReplicas
+    F { name: S(3179, 13), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentStatus.readyReplicas
+    F { name: S(3192, 17), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentStatus.availableReplicas
+    F { name: S(3209, 19), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentStatus.unavailableReplicas
+    F { name: S(3228, 19), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // DeploymentStatus.terminatingReplicas
+    F { name: S(2180, 10), ty: Ty::List(13, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeploymentStatus.conditions
+    F { name: S(2865, 14), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeploymentStatus.collisionCount
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeploymentStrategy.type
+    F { name: S(2879, 13), ty: Ty::Named(S(3247, 42)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeploymentStrategy.rollingUpdate
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSet.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSet.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSet.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(3318, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSet.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(3351, 35)), go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSet.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ReplicaSetCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ReplicaSetCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetCondition.message
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ReplicaSetSpec.replicas
+    F { name: S(2703, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetSpec.minReadySeconds
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: false, def: None, m: M::ALL }, // ReplicaSetSpec.selector
+    F { name: S(2605, 8), ty: Ty::Named(S(2613, 34)), go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetSpec.template
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ReplicaSetStatus.replicas
+    F { name: S(3424, 20), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetStatus.fullyLabeledReplicas
+    F { name: S(3179, 13), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetStatus.readyReplicas
+    F { name: S(3192, 17), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetStatus.availableReplicas
+    F { name: S(3228, 19), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // ReplicaSetStatus.terminatingReplicas
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicaSetStatus.observedGeneration
+    F { name: S(2180, 10), ty: Ty::List(14, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ReplicaSetStatus.conditions
+    F { name: S(3444, 14), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // RollingUpdateDaemonSet.maxUnavailable
+    F { name: S(3458, 8), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // RollingUpdateDaemonSet.maxSurge
+    F { name: S(3444, 14), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // RollingUpdateDeployment.maxUnavailable
+    F { name: S(3458, 8), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // RollingUpdateDeployment.maxSurge
+    F { name: S(3517, 9), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // RollingUpdateStatefulSetStrategy.partition
+    F { name: S(3444, 14), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // RollingUpdateStatefulSetStrategy.maxUnavailable
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSet.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSet.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSet.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(3556, 34)), go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSet.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(3590, 36)), go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSet.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // StatefulSetCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // StatefulSetCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetCondition.message
+    F { name: S(3703, 5), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // StatefulSetOrdinals.start
+    F { name: S(3774, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetPersistentVolumeClaimRetentionPolicy.whenDeleted
+    F { name: S(3785, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetPersistentVolumeClaimRetentionPolicy.whenScaled
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.replicas
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: false, def: None, m: M::ALL }, // StatefulSetSpec.selector
+    F { name: S(2605, 8), ty: Ty::Named(S(2613, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // StatefulSetSpec.template
+    F { name: S(3795, 20), ty: Ty::List(15, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.volumeClaimTemplates
+    F { name: S(3855, 11), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // StatefulSetSpec.serviceName
+    F { name: S(3866, 19), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.podManagementPolicy
+    F { name: S(2647, 14), ty: Ty::Named(S(3885, 44)), go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.updateStrategy
+    F { name: S(2718, 20), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.revisionHistoryLimit
+    F { name: S(2703, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.minReadySeconds
+    F { name: S(3929, 36), ty: Ty::Named(S(3708, 66)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.persistentVolumeClaimRetentionPolicy
+    F { name: S(3965, 8), ty: Ty::Named(S(3665, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // StatefulSetSpec.ordinals
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.observedGeneration
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // StatefulSetStatus.replicas
+    F { name: S(3179, 13), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.readyReplicas
+    F { name: S(3973, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.currentReplicas
+    F { name: S(3164, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.updatedReplicas
+    F { name: S(3988, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.currentRevision
+    F { name: S(4003, 14), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.updateRevision
+    F { name: S(2865, 14), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.collisionCount
+    F { name: S(2180, 10), ty: Ty::List(16, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // StatefulSetStatus.conditions
+    F { name: S(3192, 17), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // StatefulSetStatus.availableReplicas
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StatefulSetUpdateStrategy.type
+    F { name: S(2879, 13), ty: Ty::Named(S(3466, 51)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // StatefulSetUpdateStrategy.rollingUpdate
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CrossVersionObjectReference.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CrossVersionObjectReference.name
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CrossVersionObjectReference.apiVersion
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(4119, 53)), go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(4172, 55)), go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.status
+    F { name: S(4227, 14), ty: Ty::Named(S(4017, 53)), go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.scaleTargetRef
+    F { name: S(4241, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.minReplicas
+    F { name: S(4252, 11), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.maxReplicas
+    F { name: S(4263, 30), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.targetCPUUtilizationPercentage
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.observedGeneration
+    F { name: S(4293, 13), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.lastScaleTime
+    F { name: S(3973, 15), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.currentReplicas
+    F { name: S(4306, 15), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.desiredReplicas
+    F { name: S(4321, 31), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.currentCPUUtilizationPercentage
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Scale.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Scale.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Scale.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(4383, 35)), go: G::Val, omit: true, def: None, m: M::ALL }, // Scale.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(4418, 37)), go: G::Val, omit: true, def: None, m: M::ALL }, // Scale.status
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Val, omit: true, def: Some(S(4455, 1)), m: M::ALL }, // ScaleSpec.replicas
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ScaleStatus.replicas
+    F { name: S(1564, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleStatus.selector
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResourceMetricSource.name
+    F { name: S(4511, 6), ty: Ty::Named(S(4517, 38)), go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResourceMetricSource.target
+    F { name: S(4555, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResourceMetricSource.container
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResourceMetricStatus.name
+    F { name: S(4619, 7), ty: Ty::Named(S(4626, 43)), go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResourceMetricStatus.current
+    F { name: S(4555, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResourceMetricStatus.container
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CrossVersionObjectReference.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CrossVersionObjectReference.name
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CrossVersionObjectReference.apiVersion
+    F { name: S(4768, 6), ty: Ty::Named(S(4774, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // ExternalMetricSource.metric
+    F { name: S(4511, 6), ty: Ty::Named(S(4517, 38)), go: G::Val, omit: false, def: None, m: M::ALL }, // ExternalMetricSource.target
+    F { name: S(4768, 6), ty: Ty::Named(S(4774, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // ExternalMetricStatus.metric
+    F { name: S(4619, 7), ty: Ty::Named(S(4626, 43)), go: G::Val, omit: false, def: None, m: M::ALL }, // ExternalMetricStatus.current
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // HPAScalingPolicy.type
+    F { name: S(4904, 5), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // HPAScalingPolicy.value
+    F { name: S(4909, 13), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // HPAScalingPolicy.periodSeconds
+    F { name: S(4963, 26), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HPAScalingRules.stabilizationWindowSeconds
+    F { name: S(4989, 12), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HPAScalingRules.selectPolicy
+    F { name: S(5001, 8), ty: Ty::List(17, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // HPAScalingRules.policies
+    F { name: S(5009, 9), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // HPAScalingRules.tolerance
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(5067, 53)), go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(5120, 55)), go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscaler.status
+    F { name: S(5232, 7), ty: Ty::Named(S(4922, 41)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerBehavior.scaleUp
+    F { name: S(5239, 9), ty: Ty::Named(S(4922, 41)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerBehavior.scaleDown
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // HorizontalPodAutoscalerCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerCondition.message
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // HorizontalPodAutoscalerCondition.observedGeneration
+    F { name: S(4227, 14), ty: Ty::Named(S(4669, 53)), go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.scaleTargetRef
+    F { name: S(4241, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.minReplicas
+    F { name: S(4252, 11), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.maxReplicas
+    F { name: S(5306, 7), ty: Ty::List(18, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.metrics
+    F { name: S(5349, 8), ty: Ty::Named(S(5175, 57)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerSpec.behavior
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.observedGeneration
+    F { name: S(4293, 13), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.lastScaleTime
+    F { name: S(3973, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.currentReplicas
+    F { name: S(4306, 15), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.desiredReplicas
+    F { name: S(5357, 14), ty: Ty::List(19, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.currentMetrics
+    F { name: S(2180, 10), ty: Ty::List(20, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // HorizontalPodAutoscalerStatus.conditions
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // MetricIdentifier.name
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricIdentifier.selector
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // MetricSpec.type
+    F { name: S(5409, 6), ty: Ty::Named(S(5415, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricSpec.object
+    F { name: S(5459, 4), ty: Ty::Named(S(5463, 42)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricSpec.pods
+    F { name: S(5505, 8), ty: Ty::Named(S(5513, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricSpec.resource
+    F { name: S(5559, 17), ty: Ty::Named(S(4456, 55)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricSpec.containerResource
+    F { name: S(5576, 8), ty: Ty::Named(S(4722, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricSpec.external
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // MetricStatus.type
+    F { name: S(5409, 6), ty: Ty::Named(S(5584, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricStatus.object
+    F { name: S(5459, 4), ty: Ty::Named(S(5628, 42)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricStatus.pods
+    F { name: S(5505, 8), ty: Ty::Named(S(5670, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricStatus.resource
+    F { name: S(5559, 17), ty: Ty::Named(S(4564, 55)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricStatus.containerResource
+    F { name: S(5576, 8), ty: Ty::Named(S(4816, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricStatus.external
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // MetricTarget.type
+    F { name: S(4904, 5), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricTarget.value
+    F { name: S(5716, 12), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricTarget.averageValue
+    F { name: S(5728, 18), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricTarget.averageUtilization
+    F { name: S(4904, 5), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricValueStatus.value
+    F { name: S(5716, 12), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricValueStatus.averageValue
+    F { name: S(5728, 18), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // MetricValueStatus.averageUtilization
+    F { name: S(5746, 15), ty: Ty::Named(S(4669, 53)), go: G::Val, omit: false, def: None, m: M::ALL }, // ObjectMetricSource.describedObject
+    F { name: S(4511, 6), ty: Ty::Named(S(4517, 38)), go: G::Val, omit: false, def: None, m: M::ALL }, // ObjectMetricSource.target
+    F { name: S(4768, 6), ty: Ty::Named(S(4774, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // ObjectMetricSource.metric
+    F { name: S(4768, 6), ty: Ty::Named(S(4774, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // ObjectMetricStatus.metric
+    F { name: S(4619, 7), ty: Ty::Named(S(4626, 43)), go: G::Val, omit: false, def: None, m: M::ALL }, // ObjectMetricStatus.current
+    F { name: S(5746, 15), ty: Ty::Named(S(4669, 53)), go: G::Val, omit: false, def: None, m: M::ALL }, // ObjectMetricStatus.describedObject
+    F { name: S(4768, 6), ty: Ty::Named(S(4774, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // PodsMetricSource.metric
+    F { name: S(4511, 6), ty: Ty::Named(S(4517, 38)), go: G::Val, omit: false, def: None, m: M::ALL }, // PodsMetricSource.target
+    F { name: S(4768, 6), ty: Ty::Named(S(4774, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // PodsMetricStatus.metric
+    F { name: S(4619, 7), ty: Ty::Named(S(4626, 43)), go: G::Val, omit: false, def: None, m: M::ALL }, // PodsMetricStatus.current
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceMetricSource.name
+    F { name: S(4511, 6), ty: Ty::Named(S(4517, 38)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceMetricSource.target
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceMetricStatus.name
+    F { name: S(4619, 7), ty: Ty::Named(S(4626, 43)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceMetricStatus.current
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CronJob.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CronJob.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // CronJob.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(5788, 31)), go: G::Val, omit: true, def: None, m: M::ALL }, // CronJob.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(5819, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // CronJob.status
+    F { name: S(5852, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CronJobSpec.schedule
+    F { name: S(5860, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CronJobSpec.timeZone
+    F { name: S(5868, 23), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CronJobSpec.startingDeadlineSeconds
+    F { name: S(5891, 17), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CronJobSpec.concurrencyPolicy
+    F { name: S(5908, 7), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CronJobSpec.suspend
+    F { name: S(5915, 11), ty: Ty::Named(S(5926, 35)), go: G::Val, omit: false, def: None, m: M::ALL }, // CronJobSpec.jobTemplate
+    F { name: S(5961, 26), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CronJobSpec.successfulJobsHistoryLimit
+    F { name: S(5987, 22), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CronJobSpec.failedJobsHistoryLimit
+    F { name: S(6009, 6), ty: Ty::List(21, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CronJobStatus.active
+    F { name: S(6049, 16), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CronJobStatus.lastScheduleTime
+    F { name: S(6065, 18), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CronJobStatus.lastSuccessfulTime
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Job.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Job.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Job.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(6106, 27)), go: G::Val, omit: true, def: None, m: M::ALL }, // Job.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(6133, 29)), go: G::Val, omit: true, def: None, m: M::ALL }, // Job.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // JobCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // JobCondition.status
+    F { name: S(6194, 13), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // JobCondition.lastProbeTime
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // JobCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JobCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JobCondition.message
+    F { name: S(6253, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.parallelism
+    F { name: S(6264, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.completions
+    F { name: S(6275, 21), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.activeDeadlineSeconds
+    F { name: S(6296, 16), ty: Ty::Named(S(6312, 36)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.podFailurePolicy
+    F { name: S(6348, 13), ty: Ty::Named(S(6361, 33)), go: G::Ptr, omit: true, def: None, m: M(30, 255) }, // JobSpec.successPolicy
+    F { name: S(6394, 12), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.backoffLimit
+    F { name: S(6406, 20), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.backoffLimitPerIndex
+    F { name: S(6426, 16), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.maxFailedIndexes
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.selector
+    F { name: S(6442, 14), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.manualSelector
+    F { name: S(2605, 8), ty: Ty::Named(S(2613, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // JobSpec.template
+    F { name: S(6456, 23), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.ttlSecondsAfterFinished
+    F { name: S(6479, 14), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.completionMode
+    F { name: S(5908, 7), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.suspend
+    F { name: S(6493, 20), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobSpec.podReplacementPolicy
+    F { name: S(6513, 9), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(30, 255) }, // JobSpec.managedBy
+    F { name: S(6522, 10), ty: Ty::Named(S(6207, 46)), go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // JobSpec.scheduling
+    F { name: S(2180, 10), ty: Ty::List(22, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // JobStatus.conditions
+    F { name: S(6532, 9), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobStatus.startTime
+    F { name: S(6541, 14), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobStatus.completionTime
+    F { name: S(6009, 6), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // JobStatus.active
+    F { name: S(6555, 9), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // JobStatus.succeeded
+    F { name: S(6564, 6), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // JobStatus.failed
+    F { name: S(6570, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobStatus.terminating
+    F { name: S(6581, 16), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JobStatus.completedIndexes
+    F { name: S(6597, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobStatus.failedIndexes
+    F { name: S(6610, 23), ty: Ty::Named(S(6633, 43)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobStatus.uncountedTerminatedPods
+    F { name: S(6676, 5), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JobStatus.ready
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // JobTemplateSpec.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(6106, 27)), go: G::Val, omit: true, def: None, m: M::ALL }, // JobTemplateSpec.spec
+    F { name: S(1283, 5), ty: Ty::List(23, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // PodFailurePolicy.rules
+    F { name: S(6779, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodFailurePolicyOnExitCodesRequirement.containerName
+    F { name: S(6792, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodFailurePolicyOnExitCodesRequirement.operator
+    F { name: S(6800, 6), ty: Ty::List(24, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // PodFailurePolicyOnExitCodesRequirement.values
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodFailurePolicyOnPodConditionsPattern.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodFailurePolicyOnPodConditionsPattern.status
+    F { name: S(6864, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodFailurePolicyRule.action
+    F { name: S(6870, 11), ty: Ty::Named(S(6721, 58)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodFailurePolicyRule.onExitCodes
+    F { name: S(6881, 15), ty: Ty::List(25, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodFailurePolicyRule.onPodConditions
+    F { name: S(1283, 5), ty: Ty::List(26, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // SuccessPolicy.rules
+    F { name: S(6933, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SuccessPolicyRule.succeededIndexes
+    F { name: S(6949, 14), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SuccessPolicyRule.succeededCount
+    F { name: S(6555, 9), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // UncountedTerminatedPods.succeeded
+    F { name: S(6564, 6), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // UncountedTerminatedPods.failed
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequest.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequest.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequest.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(7015, 56)), go: G::Val, omit: false, def: None, m: M::ALL }, // CertificateSigningRequest.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(7071, 58)), go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequest.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // CertificateSigningRequestCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CertificateSigningRequestCondition.status
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestCondition.message
+    F { name: S(3068, 14), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestCondition.lastUpdateTime
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestCondition.lastTransitionTime
+    F { name: S(7190, 7), ty: Ty::Bytes, go: G::Slice, omit: false, def: None, m: M::ALL }, // CertificateSigningRequestSpec.request
+    F { name: S(7197, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CertificateSigningRequestSpec.signerName
+    F { name: S(7207, 17), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestSpec.expirationSeconds
+    F { name: S(7224, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestSpec.usages
+    F { name: S(7230, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestSpec.username
+    F { name: S(7238, 3), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestSpec.uid
+    F { name: S(7241, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestSpec.groups
+    F { name: S(7247, 5), ty: Ty::Map(27, false), go: G::Map, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestSpec.extra
+    F { name: S(2180, 10), ty: Ty::List(28, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestStatus.conditions
+    F { name: S(7252, 11), ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL }, // CertificateSigningRequestStatus.certificate
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterTrustBundle.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterTrustBundle.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterTrustBundle.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(7308, 49)), go: G::Val, omit: false, def: None, m: M::ALL }, // ClusterTrustBundle.spec
+    F { name: S(7197, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterTrustBundleSpec.signerName
+    F { name: S(7357, 11), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ClusterTrustBundleSpec.trustBundle
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateRequest.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateRequest.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateRequest.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(7416, 52)), go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequest.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(7468, 54)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateRequest.status
+    F { name: S(7197, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.signerName
+    F { name: S(7522, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.podName
+    F { name: S(7529, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.podUID
+    F { name: S(7535, 18), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.serviceAccountName
+    F { name: S(7553, 17), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.serviceAccountUID
+    F { name: S(7570, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.nodeName
+    F { name: S(7578, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.nodeUID
+    F { name: S(7590, 20), ty: Ty::Int, go: G::Ptr, omit: true, def: Some(S(7585, 5)), m: M::ALL }, // PodCertificateRequestSpec.maxExpirationSeconds
+    F { name: S(7610, 17), ty: Ty::Bytes, go: G::Slice, omit: false, def: None, m: M::ALL }, // PodCertificateRequestSpec.stubPKCS10Request
+    F { name: S(7627, 25), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // PodCertificateRequestSpec.unverifiedUserAnnotations
+    F { name: S(2180, 10), ty: Ty::List(10, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodCertificateRequestStatus.conditions
+    F { name: S(7652, 16), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateRequestStatus.certificateChain
+    F { name: S(7668, 9), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodCertificateRequestStatus.notBefore
+    F { name: S(7677, 14), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodCertificateRequestStatus.beginRefreshAt
+    F { name: S(7691, 8), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodCertificateRequestStatus.notAfter
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Lease.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Lease.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Lease.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(7731, 36)), go: G::Val, omit: true, def: None, m: M::ALL }, // Lease.spec
+    F { name: S(7767, 14), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LeaseSpec.holderIdentity
+    F { name: S(7781, 20), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LeaseSpec.leaseDurationSeconds
+    F { name: S(7801, 11), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LeaseSpec.acquireTime
+    F { name: S(7812, 9), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LeaseSpec.renewTime
+    F { name: S(7821, 16), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LeaseSpec.leaseTransitions
+    F { name: S(3090, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // LeaseSpec.strategy
+    F { name: S(7837, 15), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // LeaseSpec.preferredHolder
+    F { name: S(7903, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AWSElasticBlockStoreVolumeSource.volumeID
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // AWSElasticBlockStoreVolumeSource.fsType
+    F { name: S(3517, 9), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // AWSElasticBlockStoreVolumeSource.partition
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // AWSElasticBlockStoreVolumeSource.readOnly
+    F { name: S(7952, 12), ty: Ty::Named(S(7964, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Affinity.nodeAffinity
+    F { name: S(7995, 11), ty: Ty::Named(S(8006, 30)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Affinity.podAffinity
+    F { name: S(8036, 15), ty: Ty::Named(S(8051, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Affinity.podAntiAffinity
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AppArmorProfile.type
+    F { name: S(8119, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // AppArmorProfile.localhostProfile
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AttachedVolume.name
+    F { name: S(8168, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AttachedVolume.devicePath
+    F { name: S(8218, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AzureDiskVolumeSource.diskName
+    F { name: S(8226, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AzureDiskVolumeSource.diskURI
+    F { name: S(8233, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // AzureDiskVolumeSource.cachingMode
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: Some(S(8244, 6)), m: M::ALL }, // AzureDiskVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: Some(S(8250, 5)), m: M::ALL }, // AzureDiskVolumeSource.readOnly
+    F { name: S(595, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // AzureDiskVolumeSource.kind
+    F { name: S(8305, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AzureFilePersistentVolumeSource.secretName
+    F { name: S(8315, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AzureFilePersistentVolumeSource.shareName
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // AzureFilePersistentVolumeSource.readOnly
+    F { name: S(8324, 15), ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL }, // AzureFilePersistentVolumeSource.secretNamespace
+    F { name: S(8305, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AzureFileVolumeSource.secretName
+    F { name: S(8315, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // AzureFileVolumeSource.shareName
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // AzureFileVolumeSource.readOnly
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Binding.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Binding.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Binding.metadata
+    F { name: S(4511, 6), ty: Ty::Named(S(6015, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // Binding.target
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CSIPersistentVolumeSource.driver
+    F { name: S(8455, 12), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CSIPersistentVolumeSource.volumeHandle
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.readOnly
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.fsType
+    F { name: S(8467, 16), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.volumeAttributes
+    F { name: S(8483, 26), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.controllerPublishSecretRef
+    F { name: S(8543, 18), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.nodeStageSecretRef
+    F { name: S(8561, 20), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.nodePublishSecretRef
+    F { name: S(8581, 25), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.controllerExpandSecretRef
+    F { name: S(8606, 19), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIPersistentVolumeSource.nodeExpandSecretRef
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CSIVolumeSource.driver
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIVolumeSource.readOnly
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIVolumeSource.fsType
+    F { name: S(8467, 16), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // CSIVolumeSource.volumeAttributes
+    F { name: S(8561, 20), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIVolumeSource.nodePublishSecretRef
+    F { name: S(8729, 3), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Capabilities.add
+    F { name: S(8732, 4), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Capabilities.drop
+    F { name: S(8783, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // CephFSPersistentVolumeSource.monitors
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSPersistentVolumeSource.path
+    F { name: S(8791, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSPersistentVolumeSource.user
+    F { name: S(8795, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSPersistentVolumeSource.secretFile
+    F { name: S(8805, 9), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CephFSPersistentVolumeSource.secretRef
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSPersistentVolumeSource.readOnly
+    F { name: S(8783, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // CephFSVolumeSource.monitors
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSVolumeSource.path
+    F { name: S(8791, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSVolumeSource.user
+    F { name: S(8795, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSVolumeSource.secretFile
+    F { name: S(8805, 9), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CephFSVolumeSource.secretRef
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // CephFSVolumeSource.readOnly
+    F { name: S(7903, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CinderPersistentVolumeSource.volumeID
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CinderPersistentVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // CinderPersistentVolumeSource.readOnly
+    F { name: S(8805, 9), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CinderPersistentVolumeSource.secretRef
+    F { name: S(7903, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CinderVolumeSource.volumeID
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CinderVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // CinderVolumeSource.readOnly
+    F { name: S(8805, 9), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CinderVolumeSource.secretRef
+    F { name: S(8965, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClaimSource.resourceClaimName
+    F { name: S(8982, 25), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClaimSource.resourceClaimTemplateName
+    F { name: S(1353, 14), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClientIPConfig.timeoutSeconds
+    F { name: S(298, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClusterTrustBundleProjection.name
+    F { name: S(7197, 10), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClusterTrustBundleProjection.signerName
+    F { name: S(9087, 13), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClusterTrustBundleProjection.labelSelector
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClusterTrustBundleProjection.optional
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ClusterTrustBundleProjection.path
+    F { name: S(8791, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // ClusterTrustBundleProjection.user
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ComponentCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ComponentCondition.status
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ComponentCondition.message
+    F { name: S(9145, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ComponentCondition.error
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ComponentStatus.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ComponentStatus.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ComponentStatus.metadata
+    F { name: S(2180, 10), ty: Ty::List(29, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ComponentStatus.conditions
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ConfigMap.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ConfigMap.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ConfigMap.metadata
+    F { name: S(9212, 9), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ConfigMap.immutable
+    F { name: S(2444, 4), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ConfigMap.data
+    F { name: S(9221, 10), ty: Ty::Map(30, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ConfigMap.binaryData
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M::ALL }, // ConfigMapEnvSource.name
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ConfigMapEnvSource.optional
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M::ALL }, // ConfigMapKeySelector.name
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ConfigMapKeySelector.key
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ConfigMapKeySelector.optional
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ConfigMapNodeConfigSource.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ConfigMapNodeConfigSource.name
+    F { name: S(7238, 3), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ConfigMapNodeConfigSource.uid
+    F { name: S(9351, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ConfigMapNodeConfigSource.resourceVersion
+    F { name: S(9366, 16), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ConfigMapNodeConfigSource.kubeletConfigKey
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M::ALL }, // ConfigMapProjection.name
+    F { name: S(9420, 5), ty: Ty::List(31, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ConfigMapProjection.items
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ConfigMapProjection.optional
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M::ALL }, // ConfigMapVolumeSource.name
+    F { name: S(9420, 5), ty: Ty::List(31, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ConfigMapVolumeSource.items
+    F { name: S(9493, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ConfigMapVolumeSource.defaultMode
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ConfigMapVolumeSource.optional
+    F { name: S(9504, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // ConfigMapVolumeSource.defaultUser
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // Container.name
+    F { name: S(9543, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.image
+    F { name: S(9548, 7), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.command
+    F { name: S(9555, 4), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.args
+    F { name: S(9559, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.workingDir
+    F { name: S(9569, 5), ty: Ty::List(32, R::Keys(2, 2)), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.ports
+    F { name: S(9627, 7), ty: Ty::List(33, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.envFrom
+    F { name: S(9666, 3), ty: Ty::List(34, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.env
+    F { name: S(1541, 9), ty: Ty::Named(S(9694, 39)), go: G::Val, omit: true, def: None, m: M::ALL }, // Container.resources
+    F { name: S(9733, 12), ty: Ty::List(35, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.resizePolicy
+    F { name: S(9785, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Container.restartPolicy
+    F { name: S(9798, 18), ty: Ty::List(36, R::Atomic), go: G::Slice, omit: true, def: None, m: M(34, 255) }, // Container.restartPolicyRules
+    F { name: S(9855, 12), ty: Ty::List(37, R::Keys(4, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.volumeMounts
+    F { name: S(9906, 13), ty: Ty::List(38, R::Keys(5, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // Container.volumeDevices
+    F { name: S(9950, 13), ty: Ty::Named(S(9963, 24)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Container.livenessProbe
+    F { name: S(9987, 14), ty: Ty::Named(S(9963, 24)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Container.readinessProbe
+    F { name: S(10001, 12), ty: Ty::Named(S(9963, 24)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Container.startupProbe
+    F { name: S(10013, 9), ty: Ty::Named(S(10022, 28)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Container.lifecycle
+    F { name: S(10050, 22), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.terminationMessagePath
+    F { name: S(10072, 24), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.terminationMessagePolicy
+    F { name: S(10096, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.imagePullPolicy
+    F { name: S(10111, 15), ty: Ty::Named(S(10126, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Container.securityContext
+    F { name: S(10160, 5), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.stdin
+    F { name: S(10165, 9), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.stdinOnce
+    F { name: S(10174, 3), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // Container.tty
+    F { name: S(6779, 13), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerExtendedResourceRequest.containerName
+    F { name: S(10228, 12), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerExtendedResourceRequest.resourceName
+    F { name: S(10240, 11), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerExtendedResourceRequest.requestName
+    F { name: S(10284, 5), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // ContainerImage.names
+    F { name: S(10289, 9), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerImage.sizeBytes
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerPort.name
+    F { name: S(10298, 8), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerPort.hostPort
+    F { name: S(9574, 13), ty: Ty::Int, go: G::Val, omit: false, def: Some(S(4455, 1)), m: M::ALL }, // ContainerPort.containerPort
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(10306, 5)), m: M::ALL }, // ContainerPort.protocol
+    F { name: S(10311, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerPort.hostIP
+    F { name: S(10228, 12), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResizePolicy.resourceName
+    F { name: S(9785, 13), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerResizePolicy.restartPolicy
+    F { name: S(6864, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerRestartRule.action
+    F { name: S(10317, 9), ty: Ty::Named(S(10326, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ContainerRestartRule.exitCodes
+    F { name: S(6792, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerRestartRuleOnExitCodes.operator
+    F { name: S(6800, 6), ty: Ty::List(24, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // ContainerRestartRuleOnExitCodes.values
+    F { name: S(10409, 7), ty: Ty::Named(S(10416, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ContainerState.waiting
+    F { name: S(10456, 7), ty: Ty::Named(S(10463, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ContainerState.running
+    F { name: S(10503, 10), ty: Ty::Named(S(10513, 43)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ContainerState.terminated
+    F { name: S(10556, 9), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateRunning.startedAt
+    F { name: S(10565, 8), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerStateTerminated.exitCode
+    F { name: S(10573, 6), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateTerminated.signal
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateTerminated.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateTerminated.message
+    F { name: S(10556, 9), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateTerminated.startedAt
+    F { name: S(10579, 10), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateTerminated.finishedAt
+    F { name: S(10589, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateTerminated.containerID
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateWaiting.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStateWaiting.message
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerStatus.name
+    F { name: S(10634, 5), ty: Ty::Named(S(10376, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStatus.state
+    F { name: S(10639, 9), ty: Ty::Named(S(10376, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStatus.lastState
+    F { name: S(6676, 5), ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerStatus.ready
+    F { name: S(10648, 12), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerStatus.restartCount
+    F { name: S(9543, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerStatus.image
+    F { name: S(10660, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ContainerStatus.imageID
+    F { name: S(10589, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ContainerStatus.containerID
+    F { name: S(10667, 7), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ContainerStatus.started
+    F { name: S(10674, 18), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ContainerStatus.allocatedResources
+    F { name: S(1541, 9), ty: Ty::Named(S(9694, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ContainerStatus.resources
+    F { name: S(9855, 12), ty: Ty::List(40, R::Keys(4, 1)), go: G::Slice, omit: true, def: None, m: M(30, 255) }, // ContainerStatus.volumeMounts
+    F { name: S(8791, 4), ty: Ty::Named(S(10728, 32)), go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // ContainerStatus.user
+    F { name: S(10760, 24), ty: Ty::List(41, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M(31, 255) }, // ContainerStatus.allocatedResourcesStatus
+    F { name: S(10817, 10), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // ContainerStatus.stopSignal
+    F { name: S(10827, 5), ty: Ty::Named(S(10832, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ContainerUser.linux
+    F { name: S(10902, 4), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // DaemonEndpoint.Port
+    F { name: S(9420, 5), ty: Ty::List(42, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DownwardAPIProjection.items
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DownwardAPIVolumeFile.path
+    F { name: S(186, 8), ty: Ty::Named(S(10986, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DownwardAPIVolumeFile.fieldRef
+    F { name: S(11024, 16), ty: Ty::Named(S(11040, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DownwardAPIVolumeFile.resourceFieldRef
+    F { name: S(11080, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DownwardAPIVolumeFile.mode
+    F { name: S(8791, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // DownwardAPIVolumeFile.user
+    F { name: S(9420, 5), ty: Ty::List(42, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DownwardAPIVolumeSource.items
+    F { name: S(9493, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DownwardAPIVolumeSource.defaultMode
+    F { name: S(9504, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // DownwardAPIVolumeSource.defaultUser
+    F { name: S(11165, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EmptyDirVolumeSource.medium
+    F { name: S(11171, 9), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EmptyDirVolumeSource.sizeLimit
+    F { name: S(11080, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // EmptyDirVolumeSource.mode
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // EndpointAddress.ip
+    F { name: S(11216, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EndpointAddress.hostname
+    F { name: S(7570, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointAddress.nodeName
+    F { name: S(11224, 9), ty: Ty::Named(S(6015, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointAddress.targetRef
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EndpointPort.name
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // EndpointPort.port
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EndpointPort.protocol
+    F { name: S(11264, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointPort.appProtocol
+    F { name: S(11308, 9), ty: Ty::List(43, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EndpointSubset.addresses
+    F { name: S(11317, 17), ty: Ty::List(43, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EndpointSubset.notReadyAddresses
+    F { name: S(9569, 5), ty: Ty::List(44, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EndpointSubset.ports
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Endpoints.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Endpoints.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Endpoints.metadata
+    F { name: S(11362, 7), ty: Ty::List(45, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Endpoints.subsets
+    F { name: S(11369, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EnvFromSource.prefix
+    F { name: S(11375, 12), ty: Ty::Named(S(9231, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EnvFromSource.configMapRef
+    F { name: S(8805, 9), ty: Ty::Named(S(11387, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EnvFromSource.secretRef
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // EnvVar.name
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EnvVar.value
+    F { name: S(11421, 9), ty: Ty::Named(S(11430, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EnvVar.valueFrom
+    F { name: S(186, 8), ty: Ty::Named(S(10986, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EnvVarSource.fieldRef
+    F { name: S(11024, 16), ty: Ty::Named(S(11040, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EnvVarSource.resourceFieldRef
+    F { name: S(11461, 15), ty: Ty::Named(S(9268, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EnvVarSource.configMapKeyRef
+    F { name: S(11476, 12), ty: Ty::Named(S(11488, 36)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EnvVarSource.secretKeyRef
+    F { name: S(11524, 10), ty: Ty::Named(S(11534, 34)), go: G::Ptr, omit: true, def: None, m: M(34, 255) }, // EnvVarSource.fileKeyRef
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // EphemeralContainer.name
+    F { name: S(9543, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.image
+    F { name: S(9548, 7), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.command
+    F { name: S(9555, 4), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.args
+    F { name: S(9559, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.workingDir
+    F { name: S(9569, 5), ty: Ty::List(32, R::Keys(2, 2)), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.ports
+    F { name: S(9627, 7), ty: Ty::List(33, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.envFrom
+    F { name: S(9666, 3), ty: Ty::List(34, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.env
+    F { name: S(1541, 9), ty: Ty::Named(S(9694, 39)), go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.resources
+    F { name: S(9733, 12), ty: Ty::List(35, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.resizePolicy
+    F { name: S(9785, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EphemeralContainer.restartPolicy
+    F { name: S(9798, 18), ty: Ty::List(36, R::Atomic), go: G::Slice, omit: true, def: None, m: M(34, 255) }, // EphemeralContainer.restartPolicyRules
+    F { name: S(9855, 12), ty: Ty::List(37, R::Keys(4, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.volumeMounts
+    F { name: S(9906, 13), ty: Ty::List(38, R::Keys(5, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // EphemeralContainer.volumeDevices
+    F { name: S(9950, 13), ty: Ty::Named(S(9963, 24)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EphemeralContainer.livenessProbe
+    F { name: S(9987, 14), ty: Ty::Named(S(9963, 24)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EphemeralContainer.readinessProbe
+    F { name: S(10001, 12), ty: Ty::Named(S(9963, 24)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EphemeralContainer.startupProbe
+    F { name: S(10013, 9), ty: Ty::Named(S(10022, 28)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EphemeralContainer.lifecycle
+    F { name: S(10050, 22), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.terminationMessagePath
+    F { name: S(10072, 24), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.terminationMessagePolicy
+    F { name: S(10096, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.imagePullPolicy
+    F { name: S(10111, 15), ty: Ty::Named(S(10126, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EphemeralContainer.securityContext
+    F { name: S(10160, 5), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.stdin
+    F { name: S(10165, 9), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.stdinOnce
+    F { name: S(10174, 3), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.tty
+    F { name: S(11605, 19), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EphemeralContainer.targetContainerName
+    F { name: S(11664, 19), ty: Ty::Named(S(11683, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // EphemeralVolumeSource.volumeClaimTemplate
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: false, def: None, m: M::ALL }, // Event.metadata
+    F { name: S(11755, 14), ty: Ty::Named(S(6015, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // Event.involvedObject
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.message
+    F { name: S(11769, 6), ty: Ty::Named(S(11775, 30)), go: G::Val, omit: true, def: None, m: M::ALL }, // Event.source
+    F { name: S(11805, 14), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.firstTimestamp
+    F { name: S(11819, 13), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.lastTimestamp
+    F { name: S(11832, 5), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.count
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.type
+    F { name: S(11837, 9), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.eventTime
+    F { name: S(11846, 6), ty: Ty::Named(S(11852, 30)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Event.series
+    F { name: S(6864, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.action
+    F { name: S(11882, 7), ty: Ty::Named(S(6015, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Event.related
+    F { name: S(11889, 18), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Event.reportingComponent
+    F { name: S(11907, 17), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Event.reportingInstance
+    F { name: S(11832, 5), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // EventSeries.count
+    F { name: S(11924, 16), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // EventSeries.lastObservedTime
+    F { name: S(11940, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EventSource.component
+    F { name: S(11949, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EventSource.host
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // EvictionResponder.name
+    F { name: S(11989, 8), ty: Ty::Int, go: G::Ptr, omit: false, def: None, m: M::ALL }, // EvictionResponder.priority
+    F { name: S(9548, 7), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ExecAction.command
+    F { name: S(12059, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // FCVolumeSource.targetWWNs
+    F { name: S(12069, 3), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // FCVolumeSource.lun
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FCVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // FCVolumeSource.readOnly
+    F { name: S(12072, 5), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // FCVolumeSource.wwids
+    F { name: S(12077, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // FileKeySelector.volumeName
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // FileKeySelector.path
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // FileKeySelector.key
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: Some(S(8250, 5)), m: M::ALL }, // FileKeySelector.optional
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // FlexPersistentVolumeSource.driver
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlexPersistentVolumeSource.fsType
+    F { name: S(8805, 9), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // FlexPersistentVolumeSource.secretRef
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // FlexPersistentVolumeSource.readOnly
+    F { name: S(12132, 7), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // FlexPersistentVolumeSource.options
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // FlexVolumeSource.driver
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlexVolumeSource.fsType
+    F { name: S(8805, 9), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // FlexVolumeSource.secretRef
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // FlexVolumeSource.readOnly
+    F { name: S(12132, 7), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // FlexVolumeSource.options
+    F { name: S(12212, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlockerVolumeSource.datasetName
+    F { name: S(12223, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlockerVolumeSource.datasetUUID
+    F { name: S(12282, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // GCEPersistentDiskVolumeSource.pdName
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // GCEPersistentDiskVolumeSource.fsType
+    F { name: S(3517, 9), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // GCEPersistentDiskVolumeSource.partition
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // GCEPersistentDiskVolumeSource.readOnly
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // GRPCAction.port
+    F { name: S(2392, 7), ty: Ty::Str, go: G::Ptr, omit: false, def: Some(S(296, 2)), m: M::ALL }, // GRPCAction.service
+    F { name: S(11080, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // GRPCAction.mode
+    F { name: S(12355, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // GitRepoVolumeSource.repository
+    F { name: S(2448, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // GitRepoVolumeSource.revision
+    F { name: S(12365, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // GitRepoVolumeSource.directory
+    F { name: S(12424, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // GlusterfsPersistentVolumeSource.endpoints
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // GlusterfsPersistentVolumeSource.path
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // GlusterfsPersistentVolumeSource.readOnly
+    F { name: S(12433, 18), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // GlusterfsPersistentVolumeSource.endpointsNamespace
+    F { name: S(12424, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // GlusterfsVolumeSource.endpoints
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // GlusterfsVolumeSource.path
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // GlusterfsVolumeSource.readOnly
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HTTPGetAction.path
+    F { name: S(1651, 4), ty: Ty::IntOrStr, go: G::Val, omit: false, def: None, m: M::ALL }, // HTTPGetAction.port
+    F { name: S(11949, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HTTPGetAction.host
+    F { name: S(12523, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HTTPGetAction.scheme
+    F { name: S(12529, 11), ty: Ty::List(46, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // HTTPGetAction.httpHeaders
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // HTTPGetAction.protocol
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // HTTPHeader.name
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // HTTPHeader.value
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M(0, 29) }, // HostAlias.ip
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M(30, 255) }, // HostAlias.ip
+    F { name: S(12597, 9), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // HostAlias.hostnames
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // HostIP.ip
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // HostPathVolumeSource.path
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // HostPathVolumeSource.type
+    F { name: S(12716, 12), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.targetPortal
+    F { name: S(12728, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.iqn
+    F { name: S(12069, 3), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.lun
+    F { name: S(12740, 14), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(12731, 9)), m: M::ALL }, // ISCSIPersistentVolumeSource.iscsiInterface
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.readOnly
+    F { name: S(12754, 7), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.portals
+    F { name: S(12761, 17), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.chapAuthDiscovery
+    F { name: S(12778, 15), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.chapAuthSession
+    F { name: S(8805, 9), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.secretRef
+    F { name: S(12793, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ISCSIPersistentVolumeSource.initiatorName
+    F { name: S(12716, 12), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ISCSIVolumeSource.targetPortal
+    F { name: S(12728, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ISCSIVolumeSource.iqn
+    F { name: S(12069, 3), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ISCSIVolumeSource.lun
+    F { name: S(12740, 14), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(12731, 9)), m: M::ALL }, // ISCSIVolumeSource.iscsiInterface
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIVolumeSource.readOnly
+    F { name: S(12754, 7), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ISCSIVolumeSource.portals
+    F { name: S(12761, 17), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIVolumeSource.chapAuthDiscovery
+    F { name: S(12778, 15), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ISCSIVolumeSource.chapAuthSession
+    F { name: S(8805, 9), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ISCSIVolumeSource.secretRef
+    F { name: S(12793, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ISCSIVolumeSource.initiatorName
+    F { name: S(12878, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ImageVolumeSource.reference
+    F { name: S(12887, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ImageVolumeSource.pullPolicy
+    F { name: S(12933, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ImageVolumeStatus.imageRef
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // KeyToPath.key
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // KeyToPath.path
+    F { name: S(11080, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // KeyToPath.mode
+    F { name: S(8791, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // KeyToPath.user
+    F { name: S(12941, 9), ty: Ty::Named(S(12950, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Lifecycle.postStart
+    F { name: S(12985, 7), ty: Ty::Named(S(12950, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Lifecycle.preStop
+    F { name: S(10817, 10), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // Lifecycle.stopSignal
+    F { name: S(12992, 4), ty: Ty::Named(S(11997, 29)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // LifecycleHandler.exec
+    F { name: S(12996, 7), ty: Ty::Named(S(12491, 32)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // LifecycleHandler.httpGet
+    F { name: S(13003, 9), ty: Ty::Named(S(13012, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // LifecycleHandler.tcpSocket
+    F { name: S(13046, 5), ty: Ty::Named(S(13051, 30)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // LifecycleHandler.sleep
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // LimitRange.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // LimitRange.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // LimitRange.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(13110, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // LimitRange.spec
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // LimitRangeItem.type
+    F { name: S(13176, 3), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // LimitRangeItem.max
+    F { name: S(13179, 3), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // LimitRangeItem.min
+    F { name: S(13182, 7), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // LimitRangeItem.default
+    F { name: S(13189, 14), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // LimitRangeItem.defaultRequest
+    F { name: S(13203, 20), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // LimitRangeItem.maxLimitRequestRatio
+    F { name: S(13223, 6), ty: Ty::List(47, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // LimitRangeSpec.limits
+    F { name: S(7238, 3), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // LinuxContainerUser.uid
+    F { name: S(13229, 3), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // LinuxContainerUser.gid
+    F { name: S(13232, 18), ty: Ty::List(24, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // LinuxContainerUser.supplementalGroups
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // LoadBalancerIngress.ip
+    F { name: S(11216, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // LoadBalancerIngress.hostname
+    F { name: S(13288, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LoadBalancerIngress.ipMode
+    F { name: S(9569, 5), ty: Ty::List(48, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // LoadBalancerIngress.ports
+    F { name: S(13360, 7), ty: Ty::List(49, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // LoadBalancerStatus.ingress
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M(0, 29) }, // LocalObjectReference.name
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M(30, 255) }, // LocalObjectReference.name
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // LocalVolumeSource.path
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LocalVolumeSource.fsType
+    F { name: S(13440, 31), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ModifyVolumeStatus.targetVolumeAttributesClassName
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ModifyVolumeStatus.status
+    F { name: S(13505, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NFSVolumeSource.server
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NFSVolumeSource.path
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // NFSVolumeSource.readOnly
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Namespace.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Namespace.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Namespace.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(13539, 32)), go: G::Val, omit: true, def: None, m: M::ALL }, // Namespace.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(13571, 34)), go: G::Val, omit: true, def: None, m: M::ALL }, // Namespace.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // NamespaceCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NamespaceCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // NamespaceCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NamespaceCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NamespaceCondition.message
+    F { name: S(13642, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NamespaceSpec.finalizers
+    F { name: S(13652, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NamespaceStatus.phase
+    F { name: S(2180, 10), ty: Ty::List(50, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // NamespaceStatus.conditions
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Node.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Node.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Node.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(13680, 27)), go: G::Val, omit: true, def: None, m: M::ALL }, // Node.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(13707, 29)), go: G::Val, omit: true, def: None, m: M::ALL }, // Node.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // NodeAddress.type
+    F { name: S(13766, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeAddress.address
+    F { name: S(13773, 46), ty: Ty::Named(S(13819, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    F { name: S(13850, 47), ty: Ty::List(51, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeAffinity.preferredDuringSchedulingIgnoredDuringExecution
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeAllocatableMappedResources.name
+    F { name: S(13988, 8), ty: Ty::Quantity, go: G::Ptr, omit: false, def: None, m: M::ALL }, // NodeAllocatableMappedResources.quantity
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeAllocatableOverheadResources.name
+    F { name: S(14047, 6), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableOverheadResources.perPod
+    F { name: S(14053, 12), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableOverheadResources.perContainer
+    F { name: S(8965, 17), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeAllocatableResourceClaimStatus.resourceClaimName
+    F { name: S(14118, 10), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeAllocatableResourceClaimStatus.containers
+    F { name: S(14128, 7), ty: Ty::List(52, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeAllocatableResourceClaimStatus.mapping
+    F { name: S(14135, 8), ty: Ty::List(53, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeAllocatableResourceClaimStatus.overhead
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // NodeCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeCondition.status
+    F { name: S(14175, 17), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeCondition.lastHeartbeatTime
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeCondition.message
+    F { name: S(14227, 9), ty: Ty::Named(S(9307, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeConfigSource.configMap
+    F { name: S(14271, 8), ty: Ty::Named(S(14192, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeConfigStatus.assigned
+    F { name: S(6009, 6), ty: Ty::Named(S(14192, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeConfigStatus.active
+    F { name: S(14279, 13), ty: Ty::Named(S(14192, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeConfigStatus.lastKnownGood
+    F { name: S(9145, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeConfigStatus.error
+    F { name: S(14330, 15), ty: Ty::Named(S(10869, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // NodeDaemonEndpoints.kubeletEndpoint
+    F { name: S(14376, 24), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeFeatures.supplementalGroupsPolicy
+    F { name: S(14442, 23), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodePodPreemptionPolicy.disableResizePreemption
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeRuntimeHandler.name
+    F { name: S(14502, 8), ty: Ty::Named(S(14510, 45)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeRuntimeHandler.features
+    F { name: S(14555, 23), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeRuntimeHandlerFeatures.recursiveReadOnlyMounts
+    F { name: S(14578, 14), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(0, 29) }, // NodeRuntimeHandlerFeatures.userNamespaces
+    F { name: S(14578, 14), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // NodeRuntimeHandlerFeatures.userNamespaces
+    F { name: S(14592, 17), ty: Ty::List(54, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // NodeSelector.nodeSelectorTerms
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSelectorRequirement.key
+    F { name: S(6792, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSelectorRequirement.operator
+    F { name: S(6800, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeSelectorRequirement.values
+    F { name: S(14686, 16), ty: Ty::List(55, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeSelectorTerm.matchExpressions
+    F { name: S(14702, 11), ty: Ty::List(55, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeSelectorTerm.matchFields
+    F { name: S(14713, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeSpec.podCIDR
+    F { name: S(14720, 8), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeSpec.podCIDRs
+    F { name: S(14728, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeSpec.providerID
+    F { name: S(14738, 13), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeSpec.unschedulable
+    F { name: S(14751, 6), ty: Ty::List(56, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeSpec.taints
+    F { name: S(14781, 12), ty: Ty::Named(S(14192, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeSpec.configSource
+    F { name: S(14793, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeSpec.externalID
+    F { name: S(14803, 19), ty: Ty::Named(S(14400, 42)), go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // NodeSpec.podPreemptionPolicy
+    F { name: S(14822, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // NodeStatus.capacity
+    F { name: S(14830, 11), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // NodeStatus.allocatable
+    F { name: S(13652, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NodeStatus.phase
+    F { name: S(2180, 10), ty: Ty::List(57, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeStatus.conditions
+    F { name: S(11308, 9), ty: Ty::List(58, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeStatus.addresses
+    F { name: S(14841, 15), ty: Ty::Named(S(14292, 38)), go: G::Val, omit: true, def: None, m: M::ALL }, // NodeStatus.daemonEndpoints
+    F { name: S(14856, 8), ty: Ty::Named(S(14864, 33)), go: G::Val, omit: true, def: None, m: M::ALL }, // NodeStatus.nodeInfo
+    F { name: S(14897, 6), ty: Ty::List(59, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeStatus.images
+    F { name: S(14903, 12), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeStatus.volumesInUse
+    F { name: S(14915, 15), ty: Ty::List(60, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NodeStatus.volumesAttached
+    F { name: S(14930, 6), ty: Ty::Named(S(14236, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeStatus.config
+    F { name: S(14936, 15), ty: Ty::List(61, R::Atomic), go: G::Slice, omit: true, def: None, m: M(30, 255) }, // NodeStatus.runtimeHandlers
+    F { name: S(14502, 8), ty: Ty::Named(S(14345, 31)), go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // NodeStatus.features
+    F { name: S(14951, 16), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M(35, 255) }, // NodeStatus.declaredFeatures
+    F { name: S(14822, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeSwapStatus.capacity
+    F { name: S(15000, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.machineID
+    F { name: S(15009, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.systemUUID
+    F { name: S(15019, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.bootID
+    F { name: S(15025, 13), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.kernelVersion
+    F { name: S(15038, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.osImage
+    F { name: S(15045, 23), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.containerRuntimeVersion
+    F { name: S(15068, 14), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.kubeletVersion
+    F { name: S(15082, 16), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.kubeProxyVersion
+    F { name: S(15098, 15), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.operatingSystem
+    F { name: S(15113, 12), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // NodeSystemInfo.architecture
+    F { name: S(15125, 4), ty: Ty::Named(S(14967, 33)), go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // NodeSystemInfo.swap
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectFieldSelector.apiVersion
+    F { name: S(15129, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ObjectFieldSelector.fieldPath
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectReference.kind
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectReference.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectReference.name
+    F { name: S(7238, 3), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectReference.uid
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectReference.apiVersion
+    F { name: S(9351, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectReference.resourceVersion
+    F { name: S(15129, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectReference.fieldPath
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolume.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolume.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolume.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(15173, 39)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolume.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(15212, 41)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolume.status
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaim.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaim.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaim.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(15253, 44)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaim.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(15297, 46)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaim.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // PersistentVolumeClaimCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PersistentVolumeClaimCondition.status
+    F { name: S(6194, 13), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimCondition.lastProbeTime
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimCondition.message
+    F { name: S(15392, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.accessModes
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.selector
+    F { name: S(1541, 9), ty: Ty::Named(S(15403, 45)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.resources
+    F { name: S(12077, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.volumeName
+    F { name: S(15448, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.storageClassName
+    F { name: S(15464, 10), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.volumeMode
+    F { name: S(15474, 10), ty: Ty::Named(S(15484, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.dataSource
+    F { name: S(15528, 13), ty: Ty::Named(S(15541, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.dataSourceRef
+    F { name: S(15580, 25), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimSpec.volumeAttributesClassName
+    F { name: S(13652, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.phase
+    F { name: S(15392, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.accessModes
+    F { name: S(14822, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.capacity
+    F { name: S(2180, 10), ty: Ty::List(62, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.conditions
+    F { name: S(10674, 18), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.allocatedResources
+    F { name: S(15605, 25), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.allocatedResourceStatuses
+    F { name: S(15630, 32), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.currentVolumeAttributesClassName
+    F { name: S(15662, 18), ty: Ty::Named(S(13403, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimStatus.modifyVolumeStatus
+    F { name: S(15680, 12), ty: Ty::Named(S(15692, 37)), go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // PersistentVolumeClaimStatus.healthStatus
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimTemplate.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(15253, 44)), go: G::Val, omit: false, def: None, m: M::ALL }, // PersistentVolumeClaimTemplate.spec
+    F { name: S(15781, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PersistentVolumeClaimVolumeSource.claimName
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeClaimVolumeSource.readOnly
+    F { name: S(14822, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.capacity
+    F { name: S(15790, 17), ty: Ty::Named(S(12234, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.gcePersistentDisk
+    F { name: S(15807, 20), ty: Ty::Named(S(7852, 51)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.awsElasticBlockStore
+    F { name: S(15827, 8), ty: Ty::Named(S(12631, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.hostPath
+    F { name: S(15835, 9), ty: Ty::Named(S(12374, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.glusterfs
+    F { name: S(15844, 3), ty: Ty::Named(S(13471, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.nfs
+    F { name: S(15847, 3), ty: Ty::Named(S(15850, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.rbd
+    F { name: S(15894, 5), ty: Ty::Named(S(12670, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.iscsi
+    F { name: S(15899, 6), ty: Ty::Named(S(8851, 47)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.cinder
+    F { name: S(15905, 6), ty: Ty::Named(S(8736, 47)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.cephfs
+    F { name: S(15911, 2), ty: Ty::Named(S(12026, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.fc
+    F { name: S(15913, 7), ty: Ty::Named(S(12174, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.flocker
+    F { name: S(15920, 10), ty: Ty::Named(S(12087, 45)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.flexVolume
+    F { name: S(15930, 9), ty: Ty::Named(S(8255, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.azureFile
+    F { name: S(15939, 13), ty: Ty::Named(S(15952, 49)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.vsphereVolume
+    F { name: S(16001, 7), ty: Ty::Named(S(16008, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.quobyte
+    F { name: S(16046, 9), ty: Ty::Named(S(8178, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.azureDisk
+    F { name: S(16055, 20), ty: Ty::Named(S(16075, 51)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.photonPersistentDisk
+    F { name: S(16126, 14), ty: Ty::Named(S(16140, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.portworxVolume
+    F { name: S(16179, 7), ty: Ty::Named(S(16186, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.scaleIO
+    F { name: S(16234, 5), ty: Ty::Named(S(13367, 36)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.local
+    F { name: S(16239, 9), ty: Ty::Named(S(16248, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.storageos
+    F { name: S(16298, 3), ty: Ty::Named(S(8405, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.csi
+    F { name: S(15392, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.accessModes
+    F { name: S(16301, 8), ty: Ty::NamedAs(S(6015, 34), false), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.claimRef
+    F { name: S(16309, 29), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.persistentVolumeReclaimPolicy
+    F { name: S(15448, 16), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.storageClassName
+    F { name: S(16338, 12), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.mountOptions
+    F { name: S(15464, 10), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.volumeMode
+    F { name: S(7952, 12), ty: Ty::Named(S(16350, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.nodeAffinity
+    F { name: S(15580, 25), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeSpec.volumeAttributesClassName
+    F { name: S(13652, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeStatus.phase
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeStatus.message
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PersistentVolumeStatus.reason
+    F { name: S(16387, 23), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PersistentVolumeStatus.lastPhaseTransitionTime
+    F { name: S(16410, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PhotonPersistentDiskVolumeSource.pdID
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PhotonPersistentDiskVolumeSource.fsType
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Pod.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Pod.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Pod.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(16436, 26)), go: G::Val, omit: true, def: None, m: M::ALL }, // Pod.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(16462, 28)), go: G::Val, omit: true, def: None, m: M::ALL }, // Pod.status
+    F { name: S(13773, 46), ty: Ty::List(63, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    F { name: S(13850, 47), ty: Ty::List(64, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodAffinity.preferredDuringSchedulingIgnoredDuringExecution
+    F { name: S(9087, 13), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodAffinityTerm.labelSelector
+    F { name: S(16566, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodAffinityTerm.namespaces
+    F { name: S(16576, 11), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodAffinityTerm.topologyKey
+    F { name: S(352, 17), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodAffinityTerm.namespaceSelector
+    F { name: S(16587, 14), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodAffinityTerm.matchLabelKeys
+    F { name: S(16601, 17), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodAffinityTerm.mismatchLabelKeys
+    F { name: S(13773, 46), ty: Ty::List(63, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    F { name: S(13850, 47), ty: Ty::List(64, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution
+    F { name: S(7197, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateProjection.signerName
+    F { name: S(16661, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateProjection.keyType
+    F { name: S(7590, 20), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodCertificateProjection.maxExpirationSeconds
+    F { name: S(16668, 20), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateProjection.credentialBundlePath
+    F { name: S(16688, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateProjection.keyPath
+    F { name: S(16695, 20), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCertificateProjection.certificateChainPath
+    F { name: S(16715, 15), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M(0, 33) }, // PodCertificateProjection.userAnnotations
+    F { name: S(16715, 15), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M(35, 255) }, // PodCertificateProjection.userAnnotations
+    F { name: S(8791, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(0, 33) }, // PodCertificateProjection.user
+    F { name: S(8791, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // PodCertificateProjection.user
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // PodCondition.type
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(33, 255) }, // PodCondition.observedGeneration
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodCondition.status
+    F { name: S(6194, 13), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCondition.lastProbeTime
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodCondition.message
+    F { name: S(16792, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodDNSConfig.nameservers
+    F { name: S(16803, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodDNSConfig.searches
+    F { name: S(12132, 7), ty: Ty::List(65, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodDNSConfig.options
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodDNSConfigOption.name
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodDNSConfigOption.value
+    F { name: S(16897, 15), ty: Ty::List(66, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // PodExtendedResourceClaimStatus.requestMappings
+    F { name: S(8965, 17), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodExtendedResourceClaimStatus.resourceClaimName
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M(0, 29) }, // PodIP.ip
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M(30, 255) }, // PodIP.ip
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodOS.name
+    F { name: S(16995, 13), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodReadinessGate.conditionType
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // PodResourceClaim.name
+    F { name: S(8965, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // PodResourceClaim.resourceClaimName
+    F { name: S(8982, 25), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // PodResourceClaim.resourceClaimTemplateName
+    F { name: S(11769, 6), ty: Ty::Named(S(8935, 30)), go: G::Ptr, omit: true, def: None, m: M(0, 30) }, // PodResourceClaim.source
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // PodResourceClaimStatus.name
+    F { name: S(8965, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodResourceClaimStatus.resourceClaimName
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // PodSchedulingGate.name
+    F { name: S(17157, 12), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSchedulingGroup.podGroupName
+    F { name: S(17206, 14), ty: Ty::Named(S(17220, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.seLinuxOptions
+    F { name: S(17253, 14), ty: Ty::Named(S(17267, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.windowsOptions
+    F { name: S(17315, 9), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.runAsUser
+    F { name: S(17324, 10), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.runAsGroup
+    F { name: S(17334, 12), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.runAsNonRoot
+    F { name: S(13232, 18), ty: Ty::List(24, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSecurityContext.supplementalGroups
+    F { name: S(14376, 24), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // PodSecurityContext.supplementalGroupsPolicy
+    F { name: S(17346, 7), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.fsGroup
+    F { name: S(17353, 7), ty: Ty::List(67, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSecurityContext.sysctls
+    F { name: S(17385, 19), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.fsGroupChangePolicy
+    F { name: S(17404, 14), ty: Ty::Named(S(17418, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSecurityContext.seccompProfile
+    F { name: S(17451, 15), ty: Ty::Named(S(8085, 34)), go: G::Ptr, omit: true, def: None, m: M(30, 255) }, // PodSecurityContext.appArmorProfile
+    F { name: S(17466, 19), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(32, 255) }, // PodSecurityContext.seLinuxChangePolicy
+    F { name: S(17485, 7), ty: Ty::List(68, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.volumes
+    F { name: S(17517, 14), ty: Ty::List(69, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.initContainers
+    F { name: S(14118, 10), ty: Ty::List(69, R::Keys(0, 1)), go: G::Slice, omit: false, def: None, m: M::ALL }, // PodSpec.containers
+    F { name: S(17531, 19), ty: Ty::List(70, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.ephemeralContainers
+    F { name: S(9785, 13), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.restartPolicy
+    F { name: S(17550, 29), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.terminationGracePeriodSeconds
+    F { name: S(6275, 21), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.activeDeadlineSeconds
+    F { name: S(17579, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.dnsPolicy
+    F { name: S(17588, 12), ty: Ty::Map(5, true), go: G::Map, omit: true, def: None, m: M::ALL }, // PodSpec.nodeSelector
+    F { name: S(7535, 18), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.serviceAccountName
+    F { name: S(17600, 14), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.serviceAccount
+    F { name: S(17614, 28), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.automountServiceAccountToken
+    F { name: S(7570, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.nodeName
+    F { name: S(17642, 11), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.hostNetwork
+    F { name: S(17653, 7), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.hostPID
+    F { name: S(17660, 7), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.hostIPC
+    F { name: S(17667, 21), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.shareProcessNamespace
+    F { name: S(10111, 15), ty: Ty::Named(S(17169, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.securityContext
+    F { name: S(17688, 16), ty: Ty::List(71, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.imagePullSecrets
+    F { name: S(11216, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.hostname
+    F { name: S(17704, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.subdomain
+    F { name: S(17713, 8), ty: Ty::Named(S(7925, 27)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.affinity
+    F { name: S(17721, 13), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.schedulerName
+    F { name: S(17734, 11), ty: Ty::List(72, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.tolerations
+    F { name: S(17774, 11), ty: Ty::List(73, R::Keys(6, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.hostAliases
+    F { name: S(17785, 17), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodSpec.priorityClassName
+    F { name: S(11989, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.priority
+    F { name: S(17802, 9), ty: Ty::Named(S(16761, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.dnsConfig
+    F { name: S(17811, 14), ty: Ty::List(74, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.readinessGates
+    F { name: S(17825, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.runtimeClassName
+    F { name: S(17841, 18), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.enableServiceLinks
+    F { name: S(17859, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.preemptionPolicy
+    F { name: S(14135, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // PodSpec.overhead
+    F { name: S(17875, 25), ty: Ty::List(75, R::Keys(7, 2)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.topologySpreadConstraints
+    F { name: S(17960, 17), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.setHostnameAsFQDN
+    F { name: S(17977, 2), ty: Ty::Named(S(16936, 24)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.os
+    F { name: S(17979, 9), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodSpec.hostUsers
+    F { name: S(17988, 15), ty: Ty::List(76, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.schedulingGates
+    F { name: S(18003, 14), ty: Ty::List(77, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodSpec.resourceClaims
+    F { name: S(1541, 9), ty: Ty::Named(S(9694, 39)), go: G::Ptr, omit: true, def: None, m: M(32, 255) }, // PodSpec.resources
+    F { name: S(18017, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(34, 255) }, // PodSpec.hostnameOverride
+    F { name: S(18033, 15), ty: Ty::Named(S(17120, 37)), go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // PodSpec.schedulingGroup
+    F { name: S(18048, 18), ty: Ty::List(78, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // PodSpec.evictionResponders
+    F { name: S(18066, 11), ty: Ty::Named(S(18077, 36)), go: G::Ptr, omit: true, def: None, m: M(35, 35) }, // PodSpec.workloadRef
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(33, 255) }, // PodStatus.observedGeneration
+    F { name: S(13652, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.phase
+    F { name: S(2180, 10), ty: Ty::List(79, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodStatus.conditions
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.message
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.reason
+    F { name: S(18113, 17), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.nominatedNodeName
+    F { name: S(10311, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.hostIP
+    F { name: S(18130, 7), ty: Ty::List(80, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodStatus.hostIPs
+    F { name: S(18137, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.podIP
+    F { name: S(18142, 6), ty: Ty::List(81, R::Keys(6, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodStatus.podIPs
+    F { name: S(6532, 9), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodStatus.startTime
+    F { name: S(18148, 21), ty: Ty::List(82, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodStatus.initContainerStatuses
+    F { name: S(18169, 17), ty: Ty::List(82, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodStatus.containerStatuses
+    F { name: S(18186, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.qosClass
+    F { name: S(18194, 26), ty: Ty::List(82, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodStatus.ephemeralContainerStatuses
+    F { name: S(18220, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodStatus.resize
+    F { name: S(18226, 21), ty: Ty::List(83, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodStatus.resourceClaimStatuses
+    F { name: S(18247, 27), ty: Ty::Named(S(16848, 49)), go: G::Ptr, omit: true, def: None, m: M(34, 255) }, // PodStatus.extendedResourceClaimStatus
+    F { name: S(10674, 18), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M(35, 255) }, // PodStatus.allocatedResources
+    F { name: S(1541, 9), ty: Ty::Named(S(9694, 39)), go: G::Ptr, omit: true, def: None, m: M(35, 255) }, // PodStatus.resources
+    F { name: S(18274, 36), ty: Ty::List(84, R::Keys(9, 1)), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // PodStatus.nodeAllocatableResourceClaimStatuses
+    F { name: S(18310, 12), ty: Ty::List(85, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // PodStatus.volumeHealth
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodTemplate.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodTemplate.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodTemplate.metadata
+    F { name: S(2605, 8), ty: Ty::Named(S(2613, 34)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodTemplate.template
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodTemplateSpec.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(16436, 26)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodTemplateSpec.spec
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PodVolumeHealth.name
+    F { name: S(18386, 16), ty: Ty::List(86, R::Keys(10, 2)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodVolumeHealth.healthConditions
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // PodVolumeHealth.lastTransitionTime
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // PortStatus.port
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PortStatus.protocol
+    F { name: S(9145, 5), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PortStatus.error
+    F { name: S(7903, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PortworxVolumeSource.volumeID
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PortworxVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // PortworxVolumeSource.readOnly
+    F { name: S(18442, 6), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // PreferredSchedulingTerm.weight
+    F { name: S(18448, 10), ty: Ty::Named(S(14609, 35)), go: G::Val, omit: false, def: None, m: M::ALL }, // PreferredSchedulingTerm.preference
+    F { name: S(12992, 4), ty: Ty::Named(S(11997, 29)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Probe.exec
+    F { name: S(12996, 7), ty: Ty::Named(S(12491, 32)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Probe.httpGet
+    F { name: S(13003, 9), ty: Ty::Named(S(13012, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Probe.tcpSocket
+    F { name: S(18458, 4), ty: Ty::Named(S(12288, 29)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Probe.grpc
+    F { name: S(18462, 19), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Probe.initialDelaySeconds
+    F { name: S(1353, 14), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Probe.timeoutSeconds
+    F { name: S(4909, 13), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Probe.periodSeconds
+    F { name: S(18481, 16), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Probe.successThreshold
+    F { name: S(18497, 16), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Probe.failureThreshold
+    F { name: S(17550, 29), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Probe.terminationGracePeriodSeconds
+    F { name: S(18553, 7), ty: Ty::List(87, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // ProjectedVolumeSource.sources
+    F { name: S(9493, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ProjectedVolumeSource.defaultMode
+    F { name: S(9504, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // ProjectedVolumeSource.defaultUser
+    F { name: S(18595, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // QuobyteVolumeSource.registry
+    F { name: S(18603, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // QuobyteVolumeSource.volume
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // QuobyteVolumeSource.readOnly
+    F { name: S(8791, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // QuobyteVolumeSource.user
+    F { name: S(18609, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // QuobyteVolumeSource.group
+    F { name: S(18614, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // QuobyteVolumeSource.tenant
+    F { name: S(8783, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // RBDPersistentVolumeSource.monitors
+    F { name: S(9543, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // RBDPersistentVolumeSource.image
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RBDPersistentVolumeSource.fsType
+    F { name: S(18625, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(18620, 5)), m: M::ALL }, // RBDPersistentVolumeSource.pool
+    F { name: S(8791, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(18629, 7)), m: M::ALL }, // RBDPersistentVolumeSource.user
+    F { name: S(18655, 7), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(18636, 19)), m: M::ALL }, // RBDPersistentVolumeSource.keyring
+    F { name: S(8805, 9), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // RBDPersistentVolumeSource.secretRef
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // RBDPersistentVolumeSource.readOnly
+    F { name: S(8783, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // RBDVolumeSource.monitors
+    F { name: S(9543, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // RBDVolumeSource.image
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RBDVolumeSource.fsType
+    F { name: S(18625, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(18620, 5)), m: M::ALL }, // RBDVolumeSource.pool
+    F { name: S(8791, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(18629, 7)), m: M::ALL }, // RBDVolumeSource.user
+    F { name: S(18655, 7), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(18636, 19)), m: M::ALL }, // RBDVolumeSource.keyring
+    F { name: S(8805, 9), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // RBDVolumeSource.secretRef
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // RBDVolumeSource.readOnly
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RangeAllocation.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RangeAllocation.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // RangeAllocation.metadata
+    F { name: S(18730, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // RangeAllocation.range
+    F { name: S(2444, 4), ty: Ty::Bytes, go: G::Slice, omit: false, def: None, m: M::ALL }, // RangeAllocation.data
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationController.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationController.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationController.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(18775, 44)), go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationController.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(18819, 46)), go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationController.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ReplicationControllerCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ReplicationControllerCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationControllerCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationControllerCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationControllerCondition.message
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: Some(S(18914, 1)), m: M::ALL }, // ReplicationControllerSpec.replicas
+    F { name: S(2703, 15), ty: Ty::Int, go: G::Val, omit: true, def: Some(S(4455, 1)), m: M::ALL }, // ReplicationControllerSpec.minReadySeconds
+    F { name: S(1564, 8), ty: Ty::Map(5, true), go: G::Map, omit: true, def: None, m: M::ALL }, // ReplicationControllerSpec.selector
+    F { name: S(2605, 8), ty: Ty::Named(S(2613, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ReplicationControllerSpec.template
+    F { name: S(3082, 8), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ReplicationControllerStatus.replicas
+    F { name: S(3424, 20), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationControllerStatus.fullyLabeledReplicas
+    F { name: S(3179, 13), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationControllerStatus.readyReplicas
+    F { name: S(3192, 17), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationControllerStatus.availableReplicas
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ReplicationControllerStatus.observedGeneration
+    F { name: S(2180, 10), ty: Ty::List(88, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ReplicationControllerStatus.conditions
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ResourceClaim.name
+    F { name: S(7190, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M(31, 255) }, // ResourceClaim.request
+    F { name: S(6779, 13), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceFieldSelector.containerName
+    F { name: S(5505, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceFieldSelector.resource
+    F { name: S(18947, 7), ty: Ty::Quantity, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceFieldSelector.divisor
+    F { name: S(18987, 10), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ResourceHealth.resourceID
+    F { name: S(18997, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceHealth.health
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(0, 30) }, // ResourceHealth.message
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // ResourceHealth.message
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceQuota.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceQuota.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceQuota.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(19035, 36)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceQuota.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(19071, 38)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceQuota.status
+    F { name: S(19109, 4), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ResourceQuotaSpec.hard
+    F { name: S(19113, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ResourceQuotaSpec.scopes
+    F { name: S(19119, 13), ty: Ty::Named(S(19132, 32)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ResourceQuotaSpec.scopeSelector
+    F { name: S(19109, 4), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ResourceQuotaStatus.hard
+    F { name: S(19164, 4), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ResourceQuotaStatus.used
+    F { name: S(13223, 6), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ResourceRequirements.limits
+    F { name: S(19168, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ResourceRequirements.requests
+    F { name: S(19176, 6), ty: Ty::List(89, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ResourceRequirements.claims
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ResourceStatus.name
+    F { name: S(1541, 9), ty: Ty::List(90, R::Keys(12, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ResourceStatus.resources
+    F { name: S(8791, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // SELinuxOptions.user
+    F { name: S(19182, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // SELinuxOptions.role
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // SELinuxOptions.type
+    F { name: S(19186, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // SELinuxOptions.level
+    F { name: S(19191, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.gateway
+    F { name: S(19198, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.system
+    F { name: S(8805, 9), ty: Ty::Named(S(8509, 34)), go: G::Ptr, omit: false, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.secretRef
+    F { name: S(19204, 10), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.sslEnabled
+    F { name: S(19214, 16), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.protectionDomain
+    F { name: S(19230, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.storagePool
+    F { name: S(19258, 11), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(19241, 17)), m: M::ALL }, // ScaleIOPersistentVolumeSource.storageMode
+    F { name: S(12077, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.volumeName
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(19269, 5)), m: M::ALL }, // ScaleIOPersistentVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOPersistentVolumeSource.readOnly
+    F { name: S(19191, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ScaleIOVolumeSource.gateway
+    F { name: S(19198, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ScaleIOVolumeSource.system
+    F { name: S(8805, 9), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: false, def: None, m: M::ALL }, // ScaleIOVolumeSource.secretRef
+    F { name: S(19204, 10), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOVolumeSource.sslEnabled
+    F { name: S(19214, 16), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOVolumeSource.protectionDomain
+    F { name: S(19230, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOVolumeSource.storagePool
+    F { name: S(19258, 11), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(19241, 17)), m: M::ALL }, // ScaleIOVolumeSource.storageMode
+    F { name: S(12077, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOVolumeSource.volumeName
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(19269, 5)), m: M::ALL }, // ScaleIOVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ScaleIOVolumeSource.readOnly
+    F { name: S(14686, 16), ty: Ty::List(91, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ScopeSelector.matchExpressions
+    F { name: S(19364, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ScopedResourceSelectorRequirement.scopeName
+    F { name: S(6792, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ScopedResourceSelectorRequirement.operator
+    F { name: S(6800, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ScopedResourceSelectorRequirement.values
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // SeccompProfile.type
+    F { name: S(8119, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SeccompProfile.localhostProfile
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Secret.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Secret.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Secret.metadata
+    F { name: S(9212, 9), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Secret.immutable
+    F { name: S(2444, 4), ty: Ty::Map(30, false), go: G::Map, omit: true, def: None, m: M::ALL }, // Secret.data
+    F { name: S(19398, 10), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // Secret.stringData
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Secret.type
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M::ALL }, // SecretEnvSource.name
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecretEnvSource.optional
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M::ALL }, // SecretKeySelector.name
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // SecretKeySelector.key
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecretKeySelector.optional
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(296, 2)), m: M::ALL }, // SecretProjection.name
+    F { name: S(9420, 5), ty: Ty::List(31, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // SecretProjection.items
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecretProjection.optional
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // SecretReference.name
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // SecretReference.namespace
+    F { name: S(8305, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // SecretVolumeSource.secretName
+    F { name: S(9420, 5), ty: Ty::List(31, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // SecretVolumeSource.items
+    F { name: S(9493, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecretVolumeSource.defaultMode
+    F { name: S(9100, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecretVolumeSource.optional
+    F { name: S(9504, 11), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // SecretVolumeSource.defaultUser
+    F { name: S(19480, 12), ty: Ty::Named(S(8698, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.capabilities
+    F { name: S(19492, 10), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.privileged
+    F { name: S(17206, 14), ty: Ty::Named(S(17220, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.seLinuxOptions
+    F { name: S(17253, 14), ty: Ty::Named(S(17267, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.windowsOptions
+    F { name: S(17315, 9), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.runAsUser
+    F { name: S(17324, 10), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.runAsGroup
+    F { name: S(17334, 12), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.runAsNonRoot
+    F { name: S(19502, 22), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.readOnlyRootFilesystem
+    F { name: S(19524, 24), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.allowPrivilegeEscalation
+    F { name: S(19548, 9), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.procMount
+    F { name: S(17404, 14), ty: Ty::Named(S(17418, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // SecurityContext.seccompProfile
+    F { name: S(17451, 15), ty: Ty::Named(S(8085, 34)), go: G::Ptr, omit: true, def: None, m: M(30, 255) }, // SecurityContext.appArmorProfile
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Service.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Service.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Service.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(19583, 30)), go: G::Val, omit: true, def: None, m: M::ALL }, // Service.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(19613, 32)), go: G::Val, omit: true, def: None, m: M::ALL }, // Service.status
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceAccount.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceAccount.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceAccount.metadata
+    F { name: S(19678, 7), ty: Ty::List(21, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceAccount.secrets
+    F { name: S(17688, 16), ty: Ty::List(71, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceAccount.imagePullSecrets
+    F { name: S(17614, 28), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceAccount.automountServiceAccountToken
+    F { name: S(19733, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceAccountTokenProjection.audience
+    F { name: S(7207, 17), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceAccountTokenProjection.expirationSeconds
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ServiceAccountTokenProjection.path
+    F { name: S(8791, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // ServiceAccountTokenProjection.user
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServicePort.name
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(10306, 5)), m: M::ALL }, // ServicePort.protocol
+    F { name: S(11264, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServicePort.appProtocol
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Val, omit: false, def: Some(S(4455, 1)), m: M::ALL }, // ServicePort.port
+    F { name: S(19771, 10), ty: Ty::IntOrStr, go: G::Val, omit: true, def: None, m: M::ALL }, // ServicePort.targetPort
+    F { name: S(19781, 8), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ServicePort.nodePort
+    F { name: S(9569, 5), ty: Ty::List(92, R::Keys(13, 2)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceSpec.ports
+    F { name: S(1564, 8), ty: Ty::Map(5, true), go: G::Map, omit: true, def: None, m: M::ALL }, // ServiceSpec.selector
+    F { name: S(19789, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.clusterIP
+    F { name: S(19798, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceSpec.clusterIPs
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.type
+    F { name: S(19808, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceSpec.externalIPs
+    F { name: S(19819, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.sessionAffinity
+    F { name: S(19834, 14), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.loadBalancerIP
+    F { name: S(19848, 24), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceSpec.loadBalancerSourceRanges
+    F { name: S(19872, 12), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.externalName
+    F { name: S(19884, 21), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.externalTrafficPolicy
+    F { name: S(19905, 19), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.healthCheckNodePort
+    F { name: S(19924, 24), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceSpec.publishNotReadyAddresses
+    F { name: S(19948, 21), ty: Ty::Named(S(19969, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceSpec.sessionAffinityConfig
+    F { name: S(20009, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceSpec.ipFamilies
+    F { name: S(20019, 14), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceSpec.ipFamilyPolicy
+    F { name: S(20033, 29), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceSpec.allocateLoadBalancerNodePorts
+    F { name: S(20062, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceSpec.loadBalancerClass
+    F { name: S(20079, 21), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceSpec.internalTrafficPolicy
+    F { name: S(20100, 19), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(30, 255) }, // ServiceSpec.trafficDistribution
+    F { name: S(20119, 12), ty: Ty::Named(S(13323, 37)), go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceStatus.loadBalancer
+    F { name: S(2180, 10), ty: Ty::List(10, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceStatus.conditions
+    F { name: S(20131, 8), ty: Ty::Named(S(9007, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // SessionAffinityConfig.clientIP
+    F { name: S(20139, 7), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // SleepAction.seconds
+    F { name: S(12077, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSPersistentVolumeSource.volumeName
+    F { name: S(20146, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSPersistentVolumeSource.volumeNamespace
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSPersistentVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSPersistentVolumeSource.readOnly
+    F { name: S(8805, 9), ty: Ty::Named(S(6015, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // StorageOSPersistentVolumeSource.secretRef
+    F { name: S(12077, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSVolumeSource.volumeName
+    F { name: S(20146, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSVolumeSource.volumeNamespace
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSVolumeSource.fsType
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageOSVolumeSource.readOnly
+    F { name: S(8805, 9), ty: Ty::Named(S(8659, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // StorageOSVolumeSource.secretRef
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Sysctl.name
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Sysctl.value
+    F { name: S(1651, 4), ty: Ty::IntOrStr, go: G::Val, omit: false, def: None, m: M::ALL }, // TCPSocketAction.port
+    F { name: S(11949, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // TCPSocketAction.host
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Taint.key
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Taint.value
+    F { name: S(20201, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Taint.effect
+    F { name: S(20207, 9), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Taint.timeAdded
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Toleration.key
+    F { name: S(6792, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Toleration.operator
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Toleration.value
+    F { name: S(20201, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Toleration.effect
+    F { name: S(20216, 17), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Toleration.tolerationSeconds
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // TopologySelectorLabelRequirement.key
+    F { name: S(6800, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // TopologySelectorLabelRequirement.values
+    F { name: S(20323, 21), ty: Ty::List(93, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // TopologySelectorTerm.matchLabelExpressions
+    F { name: S(20344, 7), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // TopologySpreadConstraint.maxSkew
+    F { name: S(16576, 11), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // TopologySpreadConstraint.topologyKey
+    F { name: S(17900, 17), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // TopologySpreadConstraint.whenUnsatisfiable
+    F { name: S(9087, 13), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // TopologySpreadConstraint.labelSelector
+    F { name: S(20351, 10), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // TopologySpreadConstraint.minDomains
+    F { name: S(20361, 18), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // TopologySpreadConstraint.nodeAffinityPolicy
+    F { name: S(20379, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // TopologySpreadConstraint.nodeTaintsPolicy
+    F { name: S(16587, 14), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // TopologySpreadConstraint.matchLabelKeys
+    F { name: S(20395, 8), ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL }, // TypedLocalObjectReference.apiGroup
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // TypedLocalObjectReference.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // TypedLocalObjectReference.name
+    F { name: S(20395, 8), ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL }, // TypedObjectReference.apiGroup
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // TypedObjectReference.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // TypedObjectReference.name
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // TypedObjectReference.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // Volume.name
+    F { name: S(15827, 8), ty: Ty::Named(S(12631, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.hostPath
+    F { name: S(20403, 8), ty: Ty::Named(S(11126, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.emptyDir
+    F { name: S(15790, 17), ty: Ty::Named(S(12234, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.gcePersistentDisk
+    F { name: S(15807, 20), ty: Ty::Named(S(7852, 51)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.awsElasticBlockStore
+    F { name: S(20411, 7), ty: Ty::Named(S(12317, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.gitRepo
+    F { name: S(20418, 6), ty: Ty::Named(S(19443, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.secret
+    F { name: S(15844, 3), ty: Ty::Named(S(13471, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.nfs
+    F { name: S(15894, 5), ty: Ty::Named(S(12806, 36)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.iscsi
+    F { name: S(15835, 9), ty: Ty::Named(S(12451, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.glusterfs
+    F { name: S(20424, 21), ty: Ty::Named(S(15729, 52)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.persistentVolumeClaim
+    F { name: S(15847, 3), ty: Ty::Named(S(18662, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.rbd
+    F { name: S(15920, 10), ty: Ty::Named(S(12139, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.flexVolume
+    F { name: S(15899, 6), ty: Ty::Named(S(8898, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.cinder
+    F { name: S(15905, 6), ty: Ty::Named(S(8814, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.cephfs
+    F { name: S(15913, 7), ty: Ty::Named(S(12174, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.flocker
+    F { name: S(20445, 11), ty: Ty::Named(S(11084, 42)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.downwardAPI
+    F { name: S(15911, 2), ty: Ty::Named(S(12026, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.fc
+    F { name: S(15930, 9), ty: Ty::Named(S(8339, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.azureFile
+    F { name: S(14227, 9), ty: Ty::Named(S(9453, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.configMap
+    F { name: S(15939, 13), ty: Ty::Named(S(15952, 49)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.vsphereVolume
+    F { name: S(16001, 7), ty: Ty::Named(S(16008, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.quobyte
+    F { name: S(16046, 9), ty: Ty::Named(S(8178, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.azureDisk
+    F { name: S(16055, 20), ty: Ty::Named(S(16075, 51)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.photonPersistentDisk
+    F { name: S(20456, 9), ty: Ty::Named(S(18513, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.projected
+    F { name: S(16126, 14), ty: Ty::Named(S(16140, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.portworxVolume
+    F { name: S(16179, 7), ty: Ty::Named(S(19274, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.scaleIO
+    F { name: S(16239, 9), ty: Ty::Named(S(20161, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.storageos
+    F { name: S(16298, 3), ty: Ty::Named(S(8625, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.csi
+    F { name: S(20465, 9), ty: Ty::Named(S(11624, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Volume.ephemeral
+    F { name: S(9543, 5), ty: Ty::Named(S(12842, 36)), go: G::Ptr, omit: true, def: None, m: M(31, 255) }, // Volume.image
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeDevice.name
+    F { name: S(8168, 10), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // VolumeDevice.devicePath
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeHealthCondition.status
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeHealthCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeHealthCondition.message
+    F { name: S(18386, 16), ty: Ty::List(86, R::Keys(10, 2)), go: G::Slice, omit: true, def: None, m: M::ALL }, // VolumeHealthStatus.healthConditions
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeHealthStatus.lastTransitionTime
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeMount.name
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeMount.readOnly
+    F { name: S(20474, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(30, 255) }, // VolumeMount.recursiveReadOnly
+    F { name: S(9867, 9), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // VolumeMount.mountPath
+    F { name: S(20491, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeMount.subPath
+    F { name: S(20498, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeMount.mountPropagation
+    F { name: S(20514, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeMount.subPathExpr
+    F { name: S(20525, 16), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // VolumeMount.bindMountOptions
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeMountStatus.name
+    F { name: S(9867, 9), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // VolumeMountStatus.mountPath
+    F { name: S(7917, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeMountStatus.readOnly
+    F { name: S(20474, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeMountStatus.recursiveReadOnly
+    F { name: S(20541, 12), ty: Ty::Named(S(20553, 31)), go: G::Ptr, omit: true, def: None, m: M(0, 29) }, // VolumeMountStatus.volumeStatus
+    F { name: S(20541, 12), ty: Ty::Named(S(20553, 31)), go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // VolumeMountStatus.volumeStatus
+    F { name: S(20584, 8), ty: Ty::Named(S(13819, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeNodeAffinity.required
+    F { name: S(20418, 6), ty: Ty::Named(S(19408, 35)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeProjection.secret
+    F { name: S(20445, 11), ty: Ty::Named(S(10906, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeProjection.downwardAPI
+    F { name: S(14227, 9), ty: Ty::Named(S(9382, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeProjection.configMap
+    F { name: S(20592, 19), ty: Ty::Named(S(19685, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeProjection.serviceAccountToken
+    F { name: S(20611, 18), ty: Ty::Named(S(9040, 47)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeProjection.clusterTrustBundle
+    F { name: S(20629, 14), ty: Ty::Named(S(16618, 43)), go: G::Ptr, omit: true, def: None, m: M(34, 255) }, // VolumeProjection.podCertificate
+    F { name: S(13223, 6), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // VolumeResourceRequirements.limits
+    F { name: S(19168, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // VolumeResourceRequirements.requests
+    F { name: S(9543, 5), ty: Ty::Named(S(12897, 36)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeStatus.image
+    F { name: S(20643, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VsphereVirtualDiskVolumeSource.volumePath
+    F { name: S(7911, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VsphereVirtualDiskVolumeSource.fsType
+    F { name: S(20653, 17), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VsphereVirtualDiskVolumeSource.storagePolicyName
+    F { name: S(20670, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VsphereVirtualDiskVolumeSource.storagePolicyID
+    F { name: S(18442, 6), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // WeightedPodAffinityTerm.weight
+    F { name: S(20685, 15), ty: Ty::Named(S(16490, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // WeightedPodAffinityTerm.podAffinityTerm
+    F { name: S(20700, 22), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WindowsSecurityContextOptions.gmsaCredentialSpecName
+    F { name: S(20722, 18), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WindowsSecurityContextOptions.gmsaCredentialSpec
+    F { name: S(20740, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WindowsSecurityContextOptions.runAsUserName
+    F { name: S(20753, 11), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WindowsSecurityContextOptions.hostProcess
+    F { name: S(298, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WorkloadReference.name
+    F { name: S(20764, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WorkloadReference.podGroup
+    F { name: S(20772, 18), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WorkloadReference.podGroupReplicaKey
+    F { name: S(11308, 9), ty: Ty::List(5, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // Endpoint.addresses
+    F { name: S(2180, 10), ty: Ty::Named(S(20822, 42)), go: G::Val, omit: true, def: None, m: M::ALL }, // Endpoint.conditions
+    F { name: S(11216, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Endpoint.hostname
+    F { name: S(11224, 9), ty: Ty::Named(S(6015, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Endpoint.targetRef
+    F { name: S(20864, 18), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // Endpoint.deprecatedTopology
+    F { name: S(7570, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Endpoint.nodeName
+    F { name: S(20882, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Endpoint.zone
+    F { name: S(20886, 5), ty: Ty::Named(S(20891, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Endpoint.hints
+    F { name: S(6676, 5), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointConditions.ready
+    F { name: S(20928, 7), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointConditions.serving
+    F { name: S(6570, 11), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointConditions.terminating
+    F { name: S(20935, 8), ty: Ty::List(94, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // EndpointHints.forZones
+    F { name: S(20974, 8), ty: Ty::List(95, R::Atomic), go: G::Slice, omit: true, def: None, m: M(33, 255) }, // EndpointHints.forNodes
+    F { name: S(298, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointPort.name
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointPort.protocol
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointPort.port
+    F { name: S(11264, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // EndpointPort.appProtocol
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EndpointSlice.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // EndpointSlice.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // EndpointSlice.metadata
+    F { name: S(21086, 11), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // EndpointSlice.addressType
+    F { name: S(12424, 9), ty: Ty::List(96, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // EndpointSlice.endpoints
+    F { name: S(9569, 5), ty: Ty::List(97, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // EndpointSlice.ports
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ForNode.name
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ForZone.name
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: false, def: None, m: M::ALL }, // Event.metadata
+    F { name: S(11837, 9), ty: Ty::Time, go: G::Val, omit: false, def: None, m: M::ALL }, // Event.eventTime
+    F { name: S(11846, 6), ty: Ty::Named(S(21123, 32)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Event.series
+    F { name: S(21155, 19), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.reportingController
+    F { name: S(11907, 17), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.reportingInstance
+    F { name: S(6864, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.action
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.reason
+    F { name: S(21174, 9), ty: Ty::Named(S(6015, 34)), go: G::Val, omit: true, def: None, m: M::ALL }, // Event.regarding
+    F { name: S(11882, 7), ty: Ty::Named(S(6015, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Event.related
+    F { name: S(21183, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.note
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.type
+    F { name: S(21187, 16), ty: Ty::Named(S(11775, 30)), go: G::Val, omit: true, def: None, m: M::ALL }, // Event.deprecatedSource
+    F { name: S(21203, 24), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.deprecatedFirstTimestamp
+    F { name: S(21227, 23), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.deprecatedLastTimestamp
+    F { name: S(21250, 15), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Event.deprecatedCount
+    F { name: S(11832, 5), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // EventSeries.count
+    F { name: S(11924, 16), ty: Ty::Time, go: G::Val, omit: false, def: None, m: M::ALL }, // EventSeries.lastObservedTime
+    F { name: S(21323, 24), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ExemptPriorityLevelConfiguration.nominalConcurrencyShares
+    F { name: S(21347, 15), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ExemptPriorityLevelConfiguration.lendablePercent
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // FlowDistinguisherMethod.type
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchema.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchema.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchema.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(21447, 40)), go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchema.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(21487, 42)), go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchema.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchemaCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchemaCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchemaCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchemaCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // FlowSchemaCondition.message
+    F { name: S(21574, 26), ty: Ty::Named(S(21600, 61)), go: G::Val, omit: false, def: None, m: M::ALL }, // FlowSchemaSpec.priorityLevelConfiguration
+    F { name: S(21661, 18), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // FlowSchemaSpec.matchingPrecedence
+    F { name: S(21679, 19), ty: Ty::Named(S(21362, 49)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // FlowSchemaSpec.distinguisherMethod
+    F { name: S(1283, 5), ty: Ty::List(98, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // FlowSchemaSpec.rules
+    F { name: S(2180, 10), ty: Ty::List(99, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // FlowSchemaStatus.conditions
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // GroupSubject.name
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // LimitResponse.type
+    F { name: S(21824, 7), ty: Ty::Named(S(21831, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // LimitResponse.queuing
+    F { name: S(21323, 24), ty: Ty::Int, go: G::Ptr, omit: false, def: None, m: M::ALL }, // LimitedPriorityLevelConfiguration.nominalConcurrencyShares
+    F { name: S(21936, 13), ty: Ty::Named(S(21785, 39)), go: G::Val, omit: true, def: None, m: M::ALL }, // LimitedPriorityLevelConfiguration.limitResponse
+    F { name: S(21347, 15), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LimitedPriorityLevelConfiguration.lendablePercent
+    F { name: S(21949, 21), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // LimitedPriorityLevelConfiguration.borrowingLimitPercent
+    F { name: S(22017, 5), ty: Ty::List(5, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // NonResourcePolicyRule.verbs
+    F { name: S(22022, 15), ty: Ty::List(5, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // NonResourcePolicyRule.nonResourceURLs
+    F { name: S(22037, 8), ty: Ty::List(100, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // PolicyRulesWithSubjects.subjects
+    F { name: S(433, 13), ty: Ty::List(101, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PolicyRulesWithSubjects.resourceRules
+    F { name: S(22122, 16), ty: Ty::List(102, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PolicyRulesWithSubjects.nonResourceRules
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfiguration.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfiguration.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfiguration.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(22190, 56)), go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfiguration.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(22246, 58)), go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfiguration.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationCondition.message
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PriorityLevelConfigurationReference.name
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // PriorityLevelConfigurationSpec.type
+    F { name: S(22365, 7), ty: Ty::Named(S(21877, 59)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationSpec.limited
+    F { name: S(22372, 6), ty: Ty::Named(S(21265, 58)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationSpec.exempt
+    F { name: S(2180, 10), ty: Ty::List(103, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PriorityLevelConfigurationStatus.conditions
+    F { name: S(22378, 6), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // QueuingConfiguration.queues
+    F { name: S(22384, 8), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // QueuingConfiguration.handSize
+    F { name: S(22392, 16), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // QueuingConfiguration.queueLengthLimit
+    F { name: S(22017, 5), ty: Ty::List(5, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // ResourcePolicyRule.verbs
+    F { name: S(1521, 9), ty: Ty::List(5, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // ResourcePolicyRule.apiGroups
+    F { name: S(1541, 9), ty: Ty::List(5, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // ResourcePolicyRule.resources
+    F { name: S(22408, 12), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourcePolicyRule.clusterScope
+    F { name: S(16566, 10), ty: Ty::List(5, R::Set), go: G::Slice, omit: false, def: None, m: M::ALL }, // ResourcePolicyRule.namespaces
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ServiceAccountSubject.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ServiceAccountSubject.name
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Subject.kind
+    F { name: S(8791, 4), ty: Ty::Named(S(22467, 37)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Subject.user
+    F { name: S(18609, 5), ty: Ty::Named(S(21747, 38)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Subject.group
+    F { name: S(17600, 14), ty: Ty::Named(S(22420, 47)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Subject.serviceAccount
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // UserSubject.name
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // HTTPIngressPath.path
+    F { name: S(22544, 8), ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL }, // HTTPIngressPath.pathType
+    F { name: S(22552, 7), ty: Ty::Named(S(22559, 39)), go: G::Val, omit: false, def: None, m: M::ALL }, // HTTPIngressPath.backend
+    F { name: S(22643, 5), ty: Ty::List(104, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // HTTPIngressRuleValue.paths
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IPAddress.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IPAddress.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // IPAddress.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(22682, 38)), go: G::Val, omit: true, def: None, m: M::ALL }, // IPAddress.spec
+    F { name: S(22720, 9), ty: Ty::Named(S(22729, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // IPAddressSpec.parentRef
+    F { name: S(22801, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // IPBlock.cidr
+    F { name: S(22805, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // IPBlock.except
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Ingress.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Ingress.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Ingress.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(22843, 36)), go: G::Val, omit: true, def: None, m: M::ALL }, // Ingress.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(22879, 38)), go: G::Val, omit: true, def: None, m: M::ALL }, // Ingress.status
+    F { name: S(2392, 7), ty: Ty::Named(S(22917, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressBackend.service
+    F { name: S(5505, 8), ty: Ty::Named(S(15484, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressBackend.resource
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IngressClass.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IngressClass.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // IngressClass.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(23000, 41)), go: G::Val, omit: true, def: None, m: M::ALL }, // IngressClass.spec
+    F { name: S(20395, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressClassParametersReference.apiGroup
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // IngressClassParametersReference.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // IngressClassParametersReference.name
+    F { name: S(1550, 5), ty: Ty::Str, go: G::Ptr, omit: false, def: None, m: M::ALL }, // IngressClassParametersReference.scope
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressClassParametersReference.namespace
+    F { name: S(23097, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IngressClassSpec.controller
+    F { name: S(23107, 10), ty: Ty::Named(S(23041, 56)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressClassSpec.parameters
+    F { name: S(11214, 2), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IngressLoadBalancerIngress.ip
+    F { name: S(11216, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IngressLoadBalancerIngress.hostname
+    F { name: S(9569, 5), ty: Ty::List(105, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // IngressLoadBalancerIngress.ports
+    F { name: S(13360, 7), ty: Ty::List(106, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // IngressLoadBalancerStatus.ingress
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // IngressPortStatus.port
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // IngressPortStatus.protocol
+    F { name: S(9145, 5), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressPortStatus.error
+    F { name: S(11949, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IngressRule.host
+    F { name: S(23296, 4), ty: Ty::Named(S(22598, 45)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressRule.http
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // IngressServiceBackend.name
+    F { name: S(1651, 4), ty: Ty::Named(S(23300, 43)), go: G::Val, omit: true, def: None, m: M::ALL }, // IngressServiceBackend.port
+    F { name: S(23343, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressSpec.ingressClassName
+    F { name: S(23359, 14), ty: Ty::Named(S(22559, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // IngressSpec.defaultBackend
+    F { name: S(23373, 3), ty: Ty::List(107, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // IngressSpec.tls
+    F { name: S(1283, 5), ty: Ty::List(108, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // IngressSpec.rules
+    F { name: S(20119, 12), ty: Ty::Named(S(23210, 50)), go: G::Val, omit: true, def: None, m: M::ALL }, // IngressStatus.loadBalancer
+    F { name: S(23411, 5), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // IngressTLS.hosts
+    F { name: S(8305, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // IngressTLS.secretName
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NetworkPolicy.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NetworkPolicy.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // NetworkPolicy.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(23454, 42)), go: G::Val, omit: true, def: None, m: M::ALL }, // NetworkPolicy.spec
+    F { name: S(9569, 5), ty: Ty::List(109, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkPolicyEgressRule.ports
+    F { name: S(23586, 2), ty: Ty::List(110, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkPolicyEgressRule.to
+    F { name: S(9569, 5), ty: Ty::List(109, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkPolicyIngressRule.ports
+    F { name: S(23679, 4), ty: Ty::List(110, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkPolicyIngressRule.from
+    F { name: S(23683, 11), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NetworkPolicyPeer.podSelector
+    F { name: S(352, 17), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NetworkPolicyPeer.namespaceSelector
+    F { name: S(23694, 7), ty: Ty::Named(S(22769, 32)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NetworkPolicyPeer.ipBlock
+    F { name: S(9587, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NetworkPolicyPort.protocol
+    F { name: S(1651, 4), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NetworkPolicyPort.port
+    F { name: S(23701, 7), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NetworkPolicyPort.endPort
+    F { name: S(23683, 11), ty: Ty::Named(S(369, 50)), go: G::Val, omit: false, def: None, m: M::ALL }, // NetworkPolicySpec.podSelector
+    F { name: S(13360, 7), ty: Ty::List(111, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkPolicySpec.ingress
+    F { name: S(23708, 6), ty: Ty::List(112, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkPolicySpec.egress
+    F { name: S(23714, 11), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkPolicySpec.policyTypes
+    F { name: S(18609, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParentReference.group
+    F { name: S(5505, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParentReference.resource
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParentReference.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ParentReference.name
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceBackendPort.name
+    F { name: S(23725, 6), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceBackendPort.number
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceCIDR.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceCIDR.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceCIDR.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(23767, 40)), go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceCIDR.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(23807, 42)), go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceCIDR.status
+    F { name: S(23849, 5), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceCIDRSpec.cidrs
+    F { name: S(2180, 10), ty: Ty::List(10, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ServiceCIDRStatus.conditions
+    F { name: S(23881, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // Overhead.podFixed
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RuntimeClass.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RuntimeClass.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // RuntimeClass.metadata
+    F { name: S(23920, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // RuntimeClass.handler
+    F { name: S(14135, 8), ty: Ty::Named(S(23854, 27)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // RuntimeClass.overhead
+    F { name: S(6522, 10), ty: Ty::Named(S(23927, 29)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // RuntimeClass.scheduling
+    F { name: S(17588, 12), ty: Ty::Map(5, true), go: G::Map, omit: true, def: None, m: M::ALL }, // Scheduling.nodeSelector
+    F { name: S(17734, 11), ty: Ty::List(72, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Scheduling.tolerations
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Eviction.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Eviction.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Eviction.metadata
+    F { name: S(23985, 13), ty: Ty::Named(S(23998, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Eviction.deleteOptions
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodDisruptionBudget.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PodDisruptionBudget.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodDisruptionBudget.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(24088, 44)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodDisruptionBudget.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(24132, 46)), go: G::Val, omit: true, def: None, m: M::ALL }, // PodDisruptionBudget.status
+    F { name: S(24178, 12), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodDisruptionBudgetSpec.minAvailable
+    F { name: S(1564, 8), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodDisruptionBudgetSpec.selector
+    F { name: S(3444, 14), ty: Ty::IntOrStr, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodDisruptionBudgetSpec.maxUnavailable
+    F { name: S(24190, 26), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PodDisruptionBudgetSpec.unhealthyPodEvictionPolicy
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // PodDisruptionBudgetStatus.observedGeneration
+    F { name: S(24216, 13), ty: Ty::Map(113, false), go: G::Map, omit: true, def: None, m: M::ALL }, // PodDisruptionBudgetStatus.disruptedPods
+    F { name: S(24229, 18), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // PodDisruptionBudgetStatus.disruptionsAllowed
+    F { name: S(24247, 14), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // PodDisruptionBudgetStatus.currentHealthy
+    F { name: S(24261, 14), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // PodDisruptionBudgetStatus.desiredHealthy
+    F { name: S(24275, 12), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // PodDisruptionBudgetStatus.expectedPods
+    F { name: S(2180, 10), ty: Ty::List(10, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // PodDisruptionBudgetStatus.conditions
+    F { name: S(24321, 20), ty: Ty::List(114, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // AggregationRule.clusterRoleSelectors
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterRole.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterRole.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterRole.metadata
+    F { name: S(1283, 5), ty: Ty::List(115, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // ClusterRole.rules
+    F { name: S(24400, 15), ty: Ty::Named(S(24287, 34)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ClusterRole.aggregationRule
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterRoleBinding.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterRoleBinding.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ClusterRoleBinding.metadata
+    F { name: S(22037, 8), ty: Ty::List(116, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ClusterRoleBinding.subjects
+    F { name: S(24478, 7), ty: Ty::Named(S(24485, 26)), go: G::Val, omit: false, def: None, m: M::ALL }, // ClusterRoleBinding.roleRef
+    F { name: S(22017, 5), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // PolicyRule.verbs
+    F { name: S(1521, 9), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PolicyRule.apiGroups
+    F { name: S(1541, 9), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PolicyRule.resources
+    F { name: S(1498, 13), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PolicyRule.resourceNames
+    F { name: S(22022, 15), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // PolicyRule.nonResourceURLs
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Role.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Role.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // Role.metadata
+    F { name: S(1283, 5), ty: Ty::List(115, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // Role.rules
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RoleBinding.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // RoleBinding.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // RoleBinding.metadata
+    F { name: S(22037, 8), ty: Ty::List(116, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // RoleBinding.subjects
+    F { name: S(24478, 7), ty: Ty::Named(S(24485, 26)), go: G::Val, omit: false, def: None, m: M::ALL }, // RoleBinding.roleRef
+    F { name: S(20395, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // RoleRef.apiGroup
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // RoleRef.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // RoleRef.name
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Subject.kind
+    F { name: S(20395, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Subject.apiGroup
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Subject.name
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // Subject.namespace
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // AllocatedDeviceStatus.driver
+    F { name: S(18625, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // AllocatedDeviceStatus.pool
+    F { name: S(24608, 6), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // AllocatedDeviceStatus.device
+    F { name: S(24614, 7), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // AllocatedDeviceStatus.shareID
+    F { name: S(2180, 10), ty: Ty::List(10, R::Keys(1, 1)), go: G::Slice, omit: false, def: None, m: M::ALL }, // AllocatedDeviceStatus.conditions
+    F { name: S(2444, 4), ty: Ty::Untyped, go: G::Ptr, omit: true, def: None, m: M::ALL }, // AllocatedDeviceStatus.data
+    F { name: S(24621, 11), ty: Ty::Named(S(24632, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // AllocatedDeviceStatus.networkData
+    F { name: S(24711, 7), ty: Ty::Named(S(24718, 45)), go: G::Val, omit: true, def: None, m: M::ALL }, // AllocationResult.devices
+    F { name: S(17588, 12), ty: Ty::Named(S(13819, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // AllocationResult.nodeSelector
+    F { name: S(24763, 19), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // AllocationResult.allocationTimestamp
+    F { name: S(54, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CELDeviceSelector.expression
+    F { name: S(13182, 7), ty: Ty::Quantity, go: G::Ptr, omit: false, def: None, m: M::ALL }, // CapacityRequestPolicy.default
+    F { name: S(24866, 11), ty: Ty::List(39, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CapacityRequestPolicy.validValues
+    F { name: S(24877, 10), ty: Ty::Named(S(24887, 49)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CapacityRequestPolicy.validRange
+    F { name: S(13179, 3), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CapacityRequestPolicyRange.min
+    F { name: S(13176, 3), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CapacityRequestPolicyRange.max
+    F { name: S(24936, 4), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CapacityRequestPolicyRange.step
+    F { name: S(19168, 8), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // CapacityRequirements.requests
+    F { name: S(4904, 5), ty: Ty::Quantity, go: G::Val, omit: false, def: None, m: M::ALL }, // Counter.value
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CounterSet.name
+    F { name: S(25046, 8), ty: Ty::Map(117, false), go: G::Map, omit: true, def: None, m: M::ALL }, // CounterSet.counters
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Device.name
+    F { name: S(25083, 10), ty: Ty::Map(118, false), go: G::Map, omit: true, def: None, m: M::ALL }, // Device.attributes
+    F { name: S(14822, 8), ty: Ty::Map(119, false), go: G::Map, omit: true, def: None, m: M::ALL }, // Device.capacity
+    F { name: S(25168, 16), ty: Ty::List(120, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Device.consumesCounters
+    F { name: S(7570, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Device.nodeName
+    F { name: S(17588, 12), ty: Ty::Named(S(13819, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // Device.nodeSelector
+    F { name: S(25231, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Device.allNodes
+    F { name: S(14751, 6), ty: Ty::List(121, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Device.taints
+    F { name: S(25273, 11), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Device.bindsToNode
+    F { name: S(25284, 17), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Device.bindingConditions
+    F { name: S(25301, 24), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // Device.bindingFailureConditions
+    F { name: S(25325, 24), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Device.allowMultipleAllocations
+    F { name: S(25349, 24), ty: Ty::Map(122, false), go: G::Map, omit: true, def: None, m: M(0, 33) }, // Device.nodeAllocatableResources
+    F { name: S(25349, 24), ty: Ty::Map(122, false), go: G::Map, omit: true, def: None, m: M(255, 255) }, // Device.nodeAllocatableResources
+    F { name: S(11769, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceAllocationConfiguration.source
+    F { name: S(19168, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceAllocationConfiguration.requests
+    F { name: S(25471, 6), ty: Ty::Named(S(25477, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceAllocationConfiguration.opaque
+    F { name: S(25525, 7), ty: Ty::List(123, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceAllocationResult.results
+    F { name: S(14930, 6), ty: Ty::List(124, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceAllocationResult.config
+    F { name: S(25584, 3), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceAttribute.int
+    F { name: S(25587, 4), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceAttribute.bool
+    F { name: S(25591, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceAttribute.string
+    F { name: S(25597, 7), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceAttribute.version
+    F { name: S(25604, 4), ty: Ty::List(24, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) }, // DeviceAttribute.ints
+    F { name: S(25604, 4), ty: Ty::List(24, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // DeviceAttribute.ints
+    F { name: S(25608, 5), ty: Ty::List(125, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) }, // DeviceAttribute.bools
+    F { name: S(25608, 5), ty: Ty::List(125, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // DeviceAttribute.bools
+    F { name: S(25613, 7), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) }, // DeviceAttribute.strings
+    F { name: S(25613, 7), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // DeviceAttribute.strings
+    F { name: S(25620, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M(0, 33) }, // DeviceAttribute.versions
+    F { name: S(25620, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // DeviceAttribute.versions
+    F { name: S(4904, 5), ty: Ty::Quantity, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceCapacity.value
+    F { name: S(25628, 13), ty: Ty::Named(S(24822, 44)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceCapacity.requestPolicy
+    F { name: S(19168, 8), ty: Ty::List(126, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // DeviceClaim.requests
+    F { name: S(25711, 11), ty: Ty::List(127, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceClaim.constraints
+    F { name: S(14930, 6), ty: Ty::List(128, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceClaim.config
+    F { name: S(19168, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceClaimConfiguration.requests
+    F { name: S(25471, 6), ty: Ty::Named(S(25477, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceClaimConfiguration.opaque
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceClass.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceClass.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceClass.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(25842, 38)), go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceClass.spec
+    F { name: S(25471, 6), ty: Ty::Named(S(25477, 48)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceClassConfiguration.opaque
+    F { name: S(25927, 9), ty: Ty::List(129, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceClassSpec.selectors
+    F { name: S(14930, 6), ty: Ty::List(130, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceClassSpec.config
+    F { name: S(25973, 20), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceClassSpec.extendedResourceName
+    F { name: S(19168, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceConstraint.requests
+    F { name: S(25993, 14), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceConstraint.matchAttribute
+    F { name: S(26007, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceConstraint.distinctAttribute
+    F { name: S(26024, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceCounterConsumption.counterSet
+    F { name: S(25046, 8), ty: Ty::Map(117, false), go: G::Map, omit: true, def: None, m: M::ALL }, // DeviceCounterConsumption.counters
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceRequest.name
+    F { name: S(26034, 7), ty: Ty::Named(S(26041, 41)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceRequest.exactly
+    F { name: S(26082, 14), ty: Ty::List(131, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceRequest.firstAvailable
+    F { name: S(7190, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceRequestAllocationResult.request
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceRequestAllocationResult.driver
+    F { name: S(18625, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceRequestAllocationResult.pool
+    F { name: S(24608, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceRequestAllocationResult.device
+    F { name: S(26135, 11), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceRequestAllocationResult.adminAccess
+    F { name: S(17734, 11), ty: Ty::List(132, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceRequestAllocationResult.tolerations
+    F { name: S(25284, 17), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceRequestAllocationResult.bindingConditions
+    F { name: S(25301, 24), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceRequestAllocationResult.bindingFailureConditions
+    F { name: S(24614, 7), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceRequestAllocationResult.shareID
+    F { name: S(26185, 16), ty: Ty::Map(39, false), go: G::Map, omit: true, def: None, m: M::ALL }, // DeviceRequestAllocationResult.consumedCapacity
+    F { name: S(26201, 18), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M(0, 33) }, // DeviceRequestAllocationResult.skipNodeOperations
+    F { name: S(26201, 18), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // DeviceRequestAllocationResult.skipNodeOperations
+    F { name: S(26219, 3), ty: Ty::Named(S(24782, 40)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceSelector.cel
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceSubRequest.name
+    F { name: S(26222, 15), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceSubRequest.deviceClassName
+    F { name: S(25927, 9), ty: Ty::List(129, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceSubRequest.selectors
+    F { name: S(26237, 14), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceSubRequest.allocationMode
+    F { name: S(11832, 5), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceSubRequest.count
+    F { name: S(17734, 11), ty: Ty::List(132, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceSubRequest.tolerations
+    F { name: S(14822, 8), ty: Ty::Named(S(24940, 43)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceSubRequest.capacity
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceTaint.key
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceTaint.value
+    F { name: S(20201, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceTaint.effect
+    F { name: S(20207, 9), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceTaint.timeAdded
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceTaintRule.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceTaintRule.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceTaintRule.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(26289, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // DeviceTaintRule.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(26331, 44)), go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceTaintRule.status
+    F { name: S(26375, 14), ty: Ty::Named(S(26389, 42)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceTaintRuleSpec.deviceSelector
+    F { name: S(26431, 5), ty: Ty::Named(S(25239, 34)), go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceTaintRuleSpec.taint
+    F { name: S(2180, 10), ty: Ty::List(10, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeviceTaintRuleStatus.conditions
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceTaintSelector.driver
+    F { name: S(18625, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceTaintSelector.pool
+    F { name: S(24608, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceTaintSelector.device
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceToleration.key
+    F { name: S(6792, 8), ty: Ty::Str, go: G::Val, omit: true, def: Some(S(26436, 7)), m: M::ALL }, // DeviceToleration.operator
+    F { name: S(4904, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceToleration.value
+    F { name: S(20201, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeviceToleration.effect
+    F { name: S(20216, 17), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeviceToleration.tolerationSeconds
+    F { name: S(26222, 15), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ExactDeviceRequest.deviceClassName
+    F { name: S(25927, 9), ty: Ty::List(129, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ExactDeviceRequest.selectors
+    F { name: S(26237, 14), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ExactDeviceRequest.allocationMode
+    F { name: S(11832, 5), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ExactDeviceRequest.count
+    F { name: S(26135, 11), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ExactDeviceRequest.adminAccess
+    F { name: S(17734, 11), ty: Ty::List(132, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ExactDeviceRequest.tolerations
+    F { name: S(14822, 8), ty: Ty::Named(S(24940, 43)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ExactDeviceRequest.capacity
+    F { name: S(26443, 13), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NetworkDeviceData.interfaceName
+    F { name: S(26456, 3), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // NetworkDeviceData.ips
+    F { name: S(26459, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // NetworkDeviceData.hardwareAddress
+    F { name: S(26519, 11), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableMapping.capacityKey
+    F { name: S(26530, 18), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableMapping.capacityMultiplier
+    F { name: S(26548, 16), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableMapping.deviceMultiplier
+    F { name: S(14047, 6), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableOverhead.perPod
+    F { name: S(14053, 12), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableOverhead.perContainer
+    F { name: S(14128, 7), ty: Ty::Named(S(26474, 45)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableResource.mapping
+    F { name: S(14135, 8), ty: Ty::Named(S(26564, 46)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // NodeAllocatableResource.overhead
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // OpaqueDeviceConfiguration.driver
+    F { name: S(23107, 10), ty: Ty::Untyped, go: G::Val, omit: false, def: None, m: M::ALL }, // OpaqueDeviceConfiguration.parameters
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaim.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaim.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaim.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(26646, 40)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceClaim.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(26686, 42)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaim.status
+    F { name: S(20395, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaimConsumerReference.apiGroup
+    F { name: S(5505, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceClaimConsumerReference.resource
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceClaimConsumerReference.name
+    F { name: S(7238, 3), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ResourceClaimConsumerReference.uid
+    F { name: S(24711, 7), ty: Ty::Named(S(25641, 34)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceClaimSpec.devices
+    F { name: S(26781, 10), ty: Ty::Named(S(24672, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ResourceClaimStatus.allocation
+    F { name: S(26791, 11), ty: Ty::List(133, R::Keys(15, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ResourceClaimStatus.reservedFor
+    F { name: S(24711, 7), ty: Ty::List(134, R::Keys(16, 4)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ResourceClaimStatus.devices
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaimTemplate.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaimTemplate.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaimTemplate.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(26846, 48)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceClaimTemplate.spec
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceClaimTemplateSpec.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(26646, 40)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceClaimTemplateSpec.spec
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourcePool.name
+    F { name: S(26929, 10), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourcePool.generation
+    F { name: S(26939, 18), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourcePool.resourceSliceCount
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceSlice.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceSlice.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // ResourceSlice.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(26993, 40)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceSlice.spec
+    F { name: S(8449, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceSliceSpec.driver
+    F { name: S(18625, 4), ty: Ty::Named(S(26894, 35)), go: G::Val, omit: false, def: None, m: M::ALL }, // ResourceSliceSpec.pool
+    F { name: S(7570, 8), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ResourceSliceSpec.nodeName
+    F { name: S(17588, 12), ty: Ty::Named(S(13819, 31)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ResourceSliceSpec.nodeSelector
+    F { name: S(25231, 8), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ResourceSliceSpec.allNodes
+    F { name: S(24711, 7), ty: Ty::List(135, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ResourceSliceSpec.devices
+    F { name: S(27033, 22), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ResourceSliceSpec.perDeviceNodeSelection
+    F { name: S(27055, 14), ty: Ty::List(136, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ResourceSliceSpec.sharedCounters
+    F { name: S(27069, 22), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(0, 33) }, // ResourceSliceSpec.partitionTypeAttribute
+    F { name: S(27069, 22), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // ResourceSliceSpec.partitionTypeAttribute
+    F { name: S(26201, 18), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M(0, 33) }, // ResourceSliceSpec.skipNodeOperations
+    F { name: S(26201, 18), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M(255, 255) }, // ResourceSliceSpec.skipNodeOperations
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityClass.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityClass.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityClass.metadata
+    F { name: S(4904, 5), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // PriorityClass.value
+    F { name: S(27129, 13), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityClass.globalDefault
+    F { name: S(27142, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // PriorityClass.description
+    F { name: S(17859, 16), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // PriorityClass.preemptionPolicy
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CSIDriver.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CSIDriver.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // CSIDriver.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(27184, 35)), go: G::Val, omit: false, def: None, m: M::ALL }, // CSIDriver.spec
+    F { name: S(27219, 14), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.attachRequired
+    F { name: S(27233, 14), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.podInfoOnMount
+    F { name: S(27247, 20), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.volumeLifecycleModes
+    F { name: S(27267, 15), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.storageCapacity
+    F { name: S(27282, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.fsGroupPolicy
+    F { name: S(27295, 13), ty: Ty::List(137, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.tokenRequests
+    F { name: S(27342, 17), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.requiresRepublish
+    F { name: S(27359, 12), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIDriverSpec.seLinuxMount
+    F { name: S(27371, 34), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // CSIDriverSpec.nodeAllocatableUpdatePeriodSeconds
+    F { name: S(27405, 28), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(35, 255) }, // CSIDriverSpec.serviceAccountTokenInSecrets
+    F { name: S(27433, 29), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(255, 255) }, // CSIDriverSpec.preventPodSchedulingIfMissing
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CSINode.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CSINode.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // CSINode.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(27491, 33)), go: G::Val, omit: false, def: None, m: M::ALL }, // CSINode.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(27524, 35)), go: G::Val, omit: true, def: None, m: M(255, 255) }, // CSINode.status
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // CSINodeDriver.name
+    F { name: S(27594, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CSINodeDriver.nodeID
+    F { name: S(27600, 12), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // CSINodeDriver.topologyKeys
+    F { name: S(14830, 11), ty: Ty::Named(S(27612, 41)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSINodeDriver.allocatable
+    F { name: S(27653, 7), ty: Ty::List(138, R::Keys(0, 1)), go: G::Slice, omit: false, def: None, m: M::ALL }, // CSINodeSpec.drivers
+    F { name: S(27660, 13), ty: Ty::List(139, R::Keys(0, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // CSINodeStatus.storageHealth
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CSIStorageCapacity.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CSIStorageCapacity.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // CSIStorageCapacity.metadata
+    F { name: S(27748, 12), ty: Ty::Named(S(369, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIStorageCapacity.nodeTopology
+    F { name: S(15448, 16), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CSIStorageCapacity.storageClassName
+    F { name: S(14822, 8), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIStorageCapacity.capacity
+    F { name: S(27760, 17), ty: Ty::Quantity, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CSIStorageCapacity.maximumVolumeSize
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageClass.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageClass.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // StorageClass.metadata
+    F { name: S(27811, 11), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // StorageClass.provisioner
+    F { name: S(23107, 10), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // StorageClass.parameters
+    F { name: S(27822, 13), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StorageClass.reclaimPolicy
+    F { name: S(16338, 12), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // StorageClass.mountOptions
+    F { name: S(27835, 20), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StorageClass.allowVolumeExpansion
+    F { name: S(27855, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StorageClass.volumeBindingMode
+    F { name: S(27872, 17), ty: Ty::List(140, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // StorageClass.allowedTopologies
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // StorageHealth.name
+    F { name: S(18386, 16), ty: Ty::List(141, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // StorageHealth.healthConditions
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // StorageHealthCondition.status
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // StorageHealthCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageHealthCondition.message
+    F { name: S(27933, 10), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StorageHealthCondition.accessMode
+    F { name: S(15464, 10), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // StorageHealthCondition.volumeMode
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // StorageHealthCondition.lastTransitionTime
+    F { name: S(19733, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // TokenRequest.audience
+    F { name: S(7207, 17), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // TokenRequest.expirationSeconds
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeAttachment.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeAttachment.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeAttachment.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(27981, 42)), go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeAttachment.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(28023, 44)), go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeAttachment.status
+    F { name: S(28111, 20), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeAttachmentSource.persistentVolumeName
+    F { name: S(28131, 16), ty: Ty::Named(S(15173, 39)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeAttachmentSource.inlineVolumeSpec
+    F { name: S(28147, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeAttachmentSpec.attacher
+    F { name: S(11769, 6), ty: Ty::Named(S(28067, 44)), go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeAttachmentSpec.source
+    F { name: S(7570, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeAttachmentSpec.nodeName
+    F { name: S(28155, 8), ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeAttachmentStatus.attached
+    F { name: S(28163, 18), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // VolumeAttachmentStatus.attachmentMetadata
+    F { name: S(28181, 11), ty: Ty::Named(S(28192, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeAttachmentStatus.attachError
+    F { name: S(28225, 11), ty: Ty::Named(S(28192, 33)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeAttachmentStatus.detachError
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeAttributesClass.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeAttributesClass.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeAttributesClass.metadata
+    F { name: S(28279, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // VolumeAttributesClass.driverName
+    F { name: S(23107, 10), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // VolumeAttributesClass.parameters
+    F { name: S(28289, 4), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeError.time
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // VolumeError.message
+    F { name: S(28293, 9), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M(33, 255) }, // VolumeError.errorCode
+    F { name: S(11832, 5), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // VolumeNodeResources.count
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceColumnDefinition.name
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceColumnDefinition.type
+    F { name: S(28389, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceColumnDefinition.format
+    F { name: S(27142, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceColumnDefinition.description
+    F { name: S(11989, 8), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceColumnDefinition.priority
+    F { name: S(28395, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceColumnDefinition.jsonPath
+    F { name: S(3090, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceConversion.strategy
+    F { name: S(28484, 7), ty: Ty::Named(S(28491, 74)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceConversion.webhook
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinition.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinition.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinition.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(28646, 85)), go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinition.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(28731, 87)), go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinition.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // CustomResourceDefinitionCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionCondition.message
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(35, 255) }, // CustomResourceDefinitionCondition.observedGeneration
+    F { name: S(28994, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionNames.plural
+    F { name: S(29000, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionNames.singular
+    F { name: S(29008, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionNames.shortNames
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionNames.kind
+    F { name: S(29018, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionNames.listKind
+    F { name: S(29026, 10), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionNames.categories
+    F { name: S(18609, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionSpec.group
+    F { name: S(10284, 5), ty: Ty::Named(S(28908, 86)), go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionSpec.names
+    F { name: S(1550, 5), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionSpec.scope
+    F { name: S(25620, 8), ty: Ty::List(142, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionSpec.versions
+    F { name: S(29124, 10), ty: Ty::Named(S(28403, 81)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionSpec.conversion
+    F { name: S(29134, 21), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionSpec.preserveUnknownFields
+    F { name: S(2180, 10), ty: Ty::List(143, R::Keys(1, 1)), go: G::Slice, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionStatus.conditions
+    F { name: S(29155, 13), ty: Ty::Named(S(28908, 86)), go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionStatus.acceptedNames
+    F { name: S(29168, 14), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionStatus.storedVersions
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M(35, 255) }, // CustomResourceDefinitionStatus.observedGeneration
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.name
+    F { name: S(29182, 6), ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.served
+    F { name: S(29188, 7), ty: Ty::Bool, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.storage
+    F { name: S(29195, 10), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.deprecated
+    F { name: S(29205, 18), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.deprecationWarning
+    F { name: S(29223, 6), ty: Ty::Named(S(29229, 81)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.schema
+    F { name: S(29310, 12), ty: Ty::Named(S(29322, 83)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.subresources
+    F { name: S(29405, 24), ty: Ty::List(144, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // CustomResourceDefinitionVersion.additionalPrinterColumns
+    F { name: S(29429, 16), ty: Ty::List(145, R::Atomic), go: G::Slice, omit: true, def: None, m: M(30, 255) }, // CustomResourceDefinitionVersion.selectableFields
+    F { name: S(29604, 16), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceSubresourceScale.specReplicasPath
+    F { name: S(29620, 18), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // CustomResourceSubresourceScale.statusReplicasPath
+    F { name: S(29638, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceSubresourceScale.labelSelectorPath
+    F { name: S(1847, 6), ty: Ty::Map(146, false), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceSubresources.status
+    F { name: S(29655, 5), ty: Ty::Named(S(29517, 87)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceSubresources.scale
+    F { name: S(29660, 15), ty: Ty::Named(S(29675, 72)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // CustomResourceValidation.openAPIV3Schema
+    F { name: S(27142, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ExternalDocumentation.description
+    F { name: S(2389, 3), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ExternalDocumentation.url
+    F { name: S(29825, 2), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.id
+    F { name: S(29827, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.$schema
+    F { name: S(29834, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.$ref
+    F { name: S(27142, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.description
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.type
+    F { name: S(28389, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.format
+    F { name: S(29838, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.title
+    F { name: S(13182, 7), ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.default
+    F { name: S(29843, 7), ty: Ty::Float, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.maximum
+    F { name: S(29850, 16), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.exclusiveMaximum
+    F { name: S(29866, 7), ty: Ty::Float, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.minimum
+    F { name: S(29873, 16), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.exclusiveMinimum
+    F { name: S(29889, 9), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.maxLength
+    F { name: S(29898, 9), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.minLength
+    F { name: S(29907, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.pattern
+    F { name: S(29914, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.maxItems
+    F { name: S(29922, 8), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.minItems
+    F { name: S(29930, 11), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.uniqueItems
+    F { name: S(29941, 10), ty: Ty::Float, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.multipleOf
+    F { name: S(29951, 4), ty: Ty::List(146, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.enum
+    F { name: S(29955, 13), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.maxProperties
+    F { name: S(29968, 13), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.minProperties
+    F { name: S(20584, 8), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.required
+    F { name: S(9420, 5), ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.items
+    F { name: S(29981, 5), ty: Ty::List(147, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.allOf
+    F { name: S(29986, 5), ty: Ty::List(147, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.oneOf
+    F { name: S(29991, 5), ty: Ty::List(147, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.anyOf
+    F { name: S(29996, 3), ty: Ty::Named(S(29675, 72)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.not
+    F { name: S(29999, 10), ty: Ty::Map(147, false), go: G::Map, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.properties
+    F { name: S(30009, 20), ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.additionalProperties
+    F { name: S(30029, 17), ty: Ty::Map(147, false), go: G::Map, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.patternProperties
+    F { name: S(30046, 12), ty: Ty::Map(146, false), go: G::Map, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.dependencies
+    F { name: S(30058, 15), ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.additionalItems
+    F { name: S(30073, 11), ty: Ty::Map(147, false), go: G::Map, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.definitions
+    F { name: S(30084, 12), ty: Ty::Named(S(29747, 78)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.externalDocs
+    F { name: S(30096, 7), ty: Ty::Deduced, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.example
+    F { name: S(30103, 8), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.nullable
+    F { name: S(30111, 36), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.x-kubernetes-preserve-unknown-fields
+    F { name: S(30147, 30), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.x-kubernetes-embedded-resource
+    F { name: S(30177, 26), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.x-kubernetes-int-or-string
+    F { name: S(30203, 26), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.x-kubernetes-list-map-keys
+    F { name: S(30229, 22), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.x-kubernetes-list-type
+    F { name: S(30251, 21), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.x-kubernetes-map-type
+    F { name: S(30272, 24), ty: Ty::List(148, R::Keys(20, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // JSONSchemaProps.x-kubernetes-validations
+    F { name: S(28395, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // SelectableField.jsonPath
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ServiceReference.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // ServiceReference.name
+    F { name: S(1647, 4), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceReference.path
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceReference.port
+    F { name: S(30296, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // ValidationRule.rule
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidationRule.message
+    F { name: S(2372, 17), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidationRule.messageExpression
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidationRule.reason
+    F { name: S(15129, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ValidationRule.fieldPath
+    F { name: S(30444, 15), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ValidationRule.optionalOldSelf
+    F { name: S(2389, 3), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // WebhookClientConfig.url
+    F { name: S(2392, 7), ty: Ty::Named(S(30371, 73)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // WebhookClientConfig.service
+    F { name: S(2399, 8), ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL }, // WebhookClientConfig.caBundle
+    F { name: S(1216, 12), ty: Ty::Named(S(30459, 76)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // WebhookConversion.clientConfig
+    F { name: S(30535, 24), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: false, def: None, m: M::ALL }, // WebhookConversion.conversionReviewVersions
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // Condition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Condition.status
+    F { name: S(2150, 18), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // Condition.observedGeneration
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: false, def: None, m: M::ALL }, // Condition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Condition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // Condition.message
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeleteOptions.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // DeleteOptions.apiVersion
+    F { name: S(30559, 18), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeleteOptions.gracePeriodSeconds
+    F { name: S(30577, 13), ty: Ty::Named(S(30590, 50)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeleteOptions.preconditions
+    F { name: S(30640, 16), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeleteOptions.orphanDependents
+    F { name: S(30656, 17), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // DeleteOptions.propagationPolicy
+    F { name: S(30673, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // DeleteOptions.dryRun
+    F { name: S(30679, 48), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M(32, 255) }, // DeleteOptions.ignoreStoreReadErrorWithClusterBreakingPotential
+    F { name: S(30727, 11), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // LabelSelector.matchLabels
+    F { name: S(14686, 16), ty: Ty::List(149, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // LabelSelector.matchExpressions
+    F { name: S(115, 3), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // LabelSelectorRequirement.key
+    F { name: S(6792, 8), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // LabelSelectorRequirement.operator
+    F { name: S(6800, 6), ty: Ty::List(5, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // LabelSelectorRequirement.values
+    F { name: S(30854, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ManagedFieldsEntry.manager
+    F { name: S(30861, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ManagedFieldsEntry.operation
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ManagedFieldsEntry.apiVersion
+    F { name: S(28289, 4), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ManagedFieldsEntry.time
+    F { name: S(30870, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ManagedFieldsEntry.fieldsType
+    F { name: S(30880, 8), ty: Ty::Map(146, false), go: G::Ptr, omit: true, def: None, m: M::ALL }, // ManagedFieldsEntry.fieldsV1
+    F { name: S(30888, 11), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ManagedFieldsEntry.subresource
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.name
+    F { name: S(30899, 12), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.generateName
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.namespace
+    F { name: S(30911, 8), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.selfLink
+    F { name: S(7238, 3), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.uid
+    F { name: S(9351, 15), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.resourceVersion
+    F { name: S(26929, 10), ty: Ty::Int, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.generation
+    F { name: S(30919, 17), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // ObjectMeta.creationTimestamp
+    F { name: S(30936, 17), ty: Ty::Time, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ObjectMeta.deletionTimestamp
+    F { name: S(30953, 26), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ObjectMeta.deletionGracePeriodSeconds
+    F { name: S(30979, 6), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ObjectMeta.labels
+    F { name: S(30985, 11), ty: Ty::Map(5, false), go: G::Map, omit: true, def: None, m: M::ALL }, // ObjectMeta.annotations
+    F { name: S(30996, 15), ty: Ty::List(150, R::Keys(15, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // ObjectMeta.ownerReferences
+    F { name: S(13642, 10), ty: Ty::List(5, R::Set), go: G::Slice, omit: true, def: None, m: M::ALL }, // ObjectMeta.finalizers
+    F { name: S(31062, 13), ty: Ty::List(151, R::Atomic), go: G::Slice, omit: true, def: None, m: M::ALL }, // ObjectMeta.managedFields
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // OwnerReference.apiVersion
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // OwnerReference.kind
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // OwnerReference.name
+    F { name: S(7238, 3), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // OwnerReference.uid
+    F { name: S(23097, 10), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // OwnerReference.controller
+    F { name: S(31075, 18), ty: Ty::Bool, go: G::Ptr, omit: true, def: None, m: M::ALL }, // OwnerReference.blockOwnerDeletion
+    F { name: S(7238, 3), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Preconditions.uid
+    F { name: S(9351, 15), ty: Ty::Str, go: G::Ptr, omit: true, def: None, m: M::ALL }, // Preconditions.resourceVersion
+    F { name: S(595, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // APIService.kind
+    F { name: S(599, 10), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // APIService.apiVersion
+    F { name: S(609, 8), ty: Ty::Named(S(617, 47)), go: G::Val, omit: true, def: None, m: M::ALL }, // APIService.metadata
+    F { name: S(664, 4), ty: Ty::Named(S(31154, 65)), go: G::Val, omit: true, def: None, m: M::ALL }, // APIService.spec
+    F { name: S(1847, 6), ty: Ty::Named(S(31219, 67)), go: G::Val, omit: true, def: None, m: M::ALL }, // APIService.status
+    F { name: S(2190, 4), ty: Ty::Str, go: G::Val, omit: false, def: Some(S(296, 2)), m: M::ALL }, // APIServiceCondition.type
+    F { name: S(1847, 6), ty: Ty::Str, go: G::Val, omit: false, def: None, m: M::ALL }, // APIServiceCondition.status
+    F { name: S(2587, 18), ty: Ty::Time, go: G::Val, omit: true, def: None, m: M::ALL }, // APIServiceCondition.lastTransitionTime
+    F { name: S(2366, 6), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // APIServiceCondition.reason
+    F { name: S(2359, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // APIServiceCondition.message
+    F { name: S(2392, 7), ty: Ty::Named(S(31356, 67)), go: G::Ptr, omit: true, def: None, m: M::ALL }, // APIServiceSpec.service
+    F { name: S(18609, 5), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // APIServiceSpec.group
+    F { name: S(25597, 7), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // APIServiceSpec.version
+    F { name: S(31423, 21), ty: Ty::Bool, go: G::Val, omit: true, def: None, m: M::ALL }, // APIServiceSpec.insecureSkipTLSVerify
+    F { name: S(2399, 8), ty: Ty::Bytes, go: G::Slice, omit: true, def: None, m: M::ALL }, // APIServiceSpec.caBundle
+    F { name: S(31444, 20), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // APIServiceSpec.groupPriorityMinimum
+    F { name: S(31464, 15), ty: Ty::Int, go: G::Val, omit: false, def: None, m: M::ALL }, // APIServiceSpec.versionPriority
+    F { name: S(2180, 10), ty: Ty::List(152, R::Keys(1, 1)), go: G::Slice, omit: true, def: None, m: M::ALL }, // APIServiceStatus.conditions
+    F { name: S(1555, 9), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceReference.namespace
+    F { name: S(298, 4), ty: Ty::Str, go: G::Val, omit: true, def: None, m: M::ALL }, // ServiceReference.name
+    F { name: S(1651, 4), ty: Ty::Int, go: G::Ptr, omit: true, def: None, m: M::ALL }, // ServiceReference.port
 ];
+
+/// The element types of lists and maps (`Ty::List`, `Ty::Map` name them by index).
+pub static ELEMS: &[Ty] = &[
+    Ty::Named(S(446, 59)),
+    Ty::Named(S(1022, 44)),
+    Ty::Named(S(1075, 44)),
+    Ty::Named(S(246, 50)),
+    Ty::Named(S(1288, 54)),
+    Ty::Str,
+    Ty::Named(S(1165, 51)),
+    Ty::Named(S(133, 53)),
+    Ty::Named(S(2088, 46)),
+    Ty::Named(S(64, 51)),
+    Ty::Named(S(2194, 46)),
+    Ty::Named(S(2240, 53)),
+    Ty::Named(S(2550, 37)),
+    Ty::Named(S(3030, 38)),
+    Ty::Named(S(3386, 38)),
+    Ty::Named(S(3815, 40)),
+    Ty::Named(S(3626, 39)),
+    Ty::Named(S(4862, 42)),
+    Ty::Named(S(5313, 36)),
+    Ty::Named(S(5371, 38)),
+    Ty::Named(S(5248, 58)),
+    Ty::Named(S(6015, 34)),
+    Ty::Named(S(6162, 32)),
+    Ty::Named(S(6681, 40)),
+    Ty::Int,
+    Ty::Named(S(6806, 58)),
+    Ty::Named(S(6896, 37)),
+    Ty::List(5, R::Atomic),
+    Ty::Named(S(7129, 61)),
+    Ty::Named(S(9108, 37)),
+    Ty::Bytes,
+    Ty::Named(S(9425, 28)),
+    Ty::Named(S(9595, 32)),
+    Ty::Named(S(9634, 32)),
+    Ty::Named(S(9669, 25)),
+    Ty::Named(S(9745, 40)),
+    Ty::Named(S(9816, 39)),
+    Ty::Named(S(9876, 30)),
+    Ty::Named(S(9919, 31)),
+    Ty::Quantity,
+    Ty::Named(S(10692, 36)),
+    Ty::Named(S(10784, 33)),
+    Ty::Named(S(10946, 40)),
+    Ty::Named(S(11180, 34)),
+    Ty::Named(S(11233, 31)),
+    Ty::Named(S(11275, 33)),
+    Ty::Named(S(12540, 29)),
+    Ty::Named(S(13143, 33)),
+    Ty::Named(S(13294, 29)),
+    Ty::Named(S(13250, 38)),
+    Ty::Named(S(13605, 37)),
+    Ty::Named(S(13897, 42)),
+    Ty::Named(S(13939, 49)),
+    Ty::Named(S(13996, 51)),
+    Ty::Named(S(14609, 35)),
+    Ty::Named(S(14644, 42)),
+    Ty::Named(S(14757, 24)),
+    Ty::Named(S(14143, 32)),
+    Ty::Named(S(13736, 30)),
+    Ty::Named(S(10251, 33)),
+    Ty::Named(S(8135, 33)),
+    Ty::Named(S(14465, 37)),
+    Ty::Named(S(15343, 49)),
+    Ty::Named(S(16490, 34)),
+    Ty::Named(S(16524, 42)),
+    Ty::Named(S(16811, 37)),
+    Ty::Named(S(10177, 51)),
+    Ty::Named(S(17360, 25)),
+    Ty::Named(S(17492, 25)),
+    Ty::Named(S(9515, 28)),
+    Ty::Named(S(11568, 37)),
+    Ty::Named(S(8659, 39)),
+    Ty::Named(S(17745, 29)),
+    Ty::Named(S(12569, 28)),
+    Ty::Named(S(16960, 35)),
+    Ty::Named(S(17917, 43)),
+    Ty::Named(S(17084, 36)),
+    Ty::Named(S(17008, 35)),
+    Ty::Named(S(11953, 36)),
+    Ty::Named(S(16730, 31)),
+    Ty::Named(S(12606, 25)),
+    Ty::Named(S(16912, 24)),
+    Ty::Named(S(10600, 34)),
+    Ty::Named(S(17043, 41)),
+    Ty::Named(S(14065, 53)),
+    Ty::Named(S(18322, 34)),
+    Ty::Named(S(18402, 40)),
+    Ty::Named(S(18560, 35)),
+    Ty::Named(S(18865, 49)),
+    Ty::Named(S(18915, 32)),
+    Ty::Named(S(18954, 33)),
+    Ty::Named(S(19312, 52)),
+    Ty::Named(S(19741, 30)),
+    Ty::Named(S(20233, 51)),
+    Ty::Named(S(20943, 31)),
+    Ty::Named(S(20982, 31)),
+    Ty::Named(S(20790, 32)),
+    Ty::Named(S(21013, 36)),
+    Ty::Named(S(21698, 49)),
+    Ty::Named(S(21529, 45)),
+    Ty::Named(S(22045, 33)),
+    Ty::Named(S(22078, 44)),
+    Ty::Named(S(21970, 47)),
+    Ty::Named(S(22304, 61)),
+    Ty::Named(S(22504, 40)),
+    Ty::Named(S(23168, 42)),
+    Ty::Named(S(23117, 51)),
+    Ty::Named(S(23376, 35)),
+    Ty::Named(S(23260, 36)),
+    Ty::Named(S(23544, 42)),
+    Ty::Named(S(23588, 42)),
+    Ty::Named(S(23630, 49)),
+    Ty::Named(S(23496, 48)),
+    Ty::Time,
+    Ty::Named(S(369, 50)),
+    Ty::Named(S(24371, 29)),
+    Ty::Named(S(24452, 26)),
+    Ty::Named(S(24983, 30)),
+    Ty::Named(S(25093, 38)),
+    Ty::Named(S(25131, 37)),
+    Ty::Named(S(25184, 47)),
+    Ty::Named(S(25239, 34)),
+    Ty::Named(S(25373, 46)),
+    Ty::Named(S(25532, 52)),
+    Ty::Named(S(25419, 52)),
+    Ty::Bool,
+    Ty::Named(S(25675, 36)),
+    Ty::Named(S(25722, 39)),
+    Ty::Named(S(25761, 47)),
+    Ty::Named(S(25936, 37)),
+    Ty::Named(S(25880, 47)),
+    Ty::Named(S(26096, 39)),
+    Ty::Named(S(26146, 39)),
+    Ty::Named(S(26728, 53)),
+    Ty::Named(S(24564, 44)),
+    Ty::Named(S(25054, 29)),
+    Ty::Named(S(25013, 33)),
+    Ty::Named(S(27308, 34)),
+    Ty::Named(S(27559, 35)),
+    Ty::Named(S(27673, 35)),
+    Ty::Named(S(20284, 39)),
+    Ty::Named(S(27889, 44)),
+    Ty::Named(S(29036, 88)),
+    Ty::Named(S(28818, 90)),
+    Ty::Named(S(28302, 87)),
+    Ty::Named(S(29445, 72)),
+    Ty::Deduced,
+    Ty::Named(S(29675, 72)),
+    Ty::Named(S(30300, 71)),
+    Ty::Named(S(30738, 61)),
+    Ty::Named(S(31011, 51)),
+    Ty::Named(S(30799, 55)),
+    Ty::Named(S(31286, 70)),
+];
+
+/// The keys of keyed lists (`R::Keys` names a run of them).
+pub static KEYS: &[S] = &[S(298, 4), S(2190, 4), S(9574, 13), S(9587, 8), S(9867, 9), S(8168, 10), S(11214, 2), S(16576, 11), S(17900, 17), S(8965, 17), S(1847, 6), S(2366, 6), S(18987, 10), S(1651, 4), S(9587, 8), S(7238, 3), S(8449, 6), S(24608, 6), S(18625, 4), S(24614, 7), S(30296, 4)];
+
+/// The kinds: (apiVersion, kind, type name, the minors that serve it), sorted.
+pub static KINDS: &[(S, S, S, M)] = &[
+    (S(31479, 31), S(31510, 23), S(536, 59), M(255, 255)), // admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
+    (S(31479, 31), S(31533, 30), S(731, 66), M(255, 255)), // admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding
+    (S(31479, 31), S(31563, 28), S(1390, 64), M::ALL), // admissionregistration.k8s.io/v1 MutatingWebhookConfiguration
+    (S(31479, 31), S(31591, 25), S(1721, 61), M(30, 255)), // admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy
+    (S(31479, 31), S(31616, 32), S(1920, 68), M(30, 255)), // admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding
+    (S(31479, 31), S(31648, 30), S(2293, 66), M::ALL), // admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration
+    (S(31678, 23), S(31701, 24), S(28565, 81), M::ALL), // apiextensions.k8s.io/v1 CustomResourceDefinition
+    (S(31725, 25), S(31750, 10), S(31093, 61), M::ALL), // apiregistration.k8s.io/v1 APIService
+    (S(31760, 7), S(31767, 18), S(2407, 37), M::ALL), // apps/v1 ControllerRevision
+    (S(31760, 7), S(31785, 9), S(2456, 28), M::ALL), // apps/v1 DaemonSet
+    (S(31760, 7), S(31794, 10), S(2933, 29), M::ALL), // apps/v1 Deployment
+    (S(31760, 7), S(31804, 10), S(3289, 29), M::ALL), // apps/v1 ReplicaSet
+    (S(31760, 7), S(31814, 11), S(3526, 30), M::ALL), // apps/v1 StatefulSet
+    (S(31825, 14), S(31839, 23), S(4070, 49), M::ALL), // autoscaling/v1 HorizontalPodAutoscaler
+    (S(31825, 14), S(31862, 5), S(4352, 31), M::ALL), // autoscaling/v1 Scale
+    (S(31867, 14), S(31839, 23), S(5018, 49), M::ALL), // autoscaling/v2 HorizontalPodAutoscaler
+    (S(31881, 8), S(31889, 7), S(5761, 27), M::ALL), // batch/v1 CronJob
+    (S(31881, 8), S(31896, 3), S(6083, 23), M::ALL), // batch/v1 Job
+    (S(31899, 22), S(31921, 25), S(6963, 52), M::ALL), // certificates.k8s.io/v1 CertificateSigningRequest
+    (S(31899, 22), S(31946, 18), S(7263, 45), M(255, 255)), // certificates.k8s.io/v1 ClusterTrustBundle
+    (S(31899, 22), S(31964, 21), S(7368, 48), M(255, 255)), // certificates.k8s.io/v1 PodCertificateRequest
+    (S(31985, 22), S(32007, 5), S(7699, 32), M::ALL), // coordination.k8s.io/v1 Lease
+    (S(32012, 19), S(32031, 13), S(21049, 37), M::ALL), // discovery.k8s.io/v1 EndpointSlice
+    (S(32044, 16), S(32060, 5), S(21097, 26), M::ALL), // events.k8s.io/v1 Event
+    (S(32065, 31), S(32096, 10), S(21411, 36), M::ALL), // flowcontrol.apiserver.k8s.io/v1 FlowSchema
+    (S(32065, 31), S(32106, 26), S(22138, 52), M::ALL), // flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration
+    (S(32132, 20), S(32152, 9), S(22648, 34), M(33, 255)), // networking.k8s.io/v1 IPAddress
+    (S(32132, 20), S(32161, 7), S(22811, 32), M::ALL), // networking.k8s.io/v1 Ingress
+    (S(32132, 20), S(32168, 12), S(22963, 37), M::ALL), // networking.k8s.io/v1 IngressClass
+    (S(32132, 20), S(32180, 13), S(23416, 38), M::ALL), // networking.k8s.io/v1 NetworkPolicy
+    (S(32132, 20), S(32193, 11), S(23731, 36), M(33, 255)), // networking.k8s.io/v1 ServiceCIDR
+    (S(32204, 14), S(32218, 12), S(23889, 31), M::ALL), // node.k8s.io/v1 RuntimeClass
+    (S(32230, 9), S(32239, 8), S(23956, 29), M::ALL), // policy/v1 Eviction
+    (S(32230, 9), S(32247, 19), S(24048, 40), M::ALL), // policy/v1 PodDisruptionBudget
+    (S(32266, 28), S(32294, 11), S(24341, 30), M::ALL), // rbac.authorization.k8s.io/v1 ClusterRole
+    (S(32266, 28), S(32305, 18), S(24415, 37), M::ALL), // rbac.authorization.k8s.io/v1 ClusterRoleBinding
+    (S(32266, 28), S(32323, 4), S(24511, 23), M::ALL), // rbac.authorization.k8s.io/v1 Role
+    (S(32266, 28), S(32327, 11), S(24534, 30), M::ALL), // rbac.authorization.k8s.io/v1 RoleBinding
+    (S(32338, 18), S(32356, 11), S(25808, 34), M(34, 255)), // resource.k8s.io/v1 DeviceClass
+    (S(32338, 18), S(32367, 15), S(26251, 38), M(255, 255)), // resource.k8s.io/v1 DeviceTaintRule
+    (S(32338, 18), S(32382, 13), S(26610, 36), M(34, 255)), // resource.k8s.io/v1 ResourceClaim
+    (S(32338, 18), S(32395, 21), S(26802, 44), M(34, 255)), // resource.k8s.io/v1 ResourceClaimTemplate
+    (S(32338, 18), S(32416, 13), S(26957, 36), M(34, 255)), // resource.k8s.io/v1 ResourceSlice
+    (S(32429, 20), S(32449, 13), S(27091, 38), M::ALL), // scheduling.k8s.io/v1 PriorityClass
+    (S(32462, 17), S(32479, 9), S(27153, 31), M::ALL), // storage.k8s.io/v1 CSIDriver
+    (S(32462, 17), S(32488, 7), S(27462, 29), M::ALL), // storage.k8s.io/v1 CSINode
+    (S(32462, 17), S(32495, 18), S(27708, 40), M::ALL), // storage.k8s.io/v1 CSIStorageCapacity
+    (S(32462, 17), S(32513, 12), S(27777, 34), M::ALL), // storage.k8s.io/v1 StorageClass
+    (S(32462, 17), S(32525, 16), S(27943, 38), M::ALL), // storage.k8s.io/v1 VolumeAttachment
+    (S(32462, 17), S(32541, 21), S(28236, 43), M(34, 255)), // storage.k8s.io/v1 VolumeAttributesClass
+    (S(32562, 2), S(32564, 7), S(8379, 26), M::ALL), // v1 Binding
+    (S(32562, 2), S(32571, 15), S(9150, 34), M::ALL), // v1 ComponentStatus
+    (S(32562, 2), S(32586, 9), S(9184, 28), M::ALL), // v1 ConfigMap
+    (S(32562, 2), S(32595, 9), S(11334, 28), M::ALL), // v1 Endpoints
+    (S(32562, 2), S(32060, 5), S(11731, 24), M::ALL), // v1 Event
+    (S(32562, 2), S(32604, 10), S(13081, 29), M::ALL), // v1 LimitRange
+    (S(32562, 2), S(32614, 9), S(13511, 28), M::ALL), // v1 Namespace
+    (S(32562, 2), S(32623, 4), S(13657, 23), M::ALL), // v1 Node
+    (S(32562, 2), S(32627, 16), S(15138, 35), M::ALL), // v1 PersistentVolume
+    (S(32562, 2), S(32643, 21), S(3815, 40), M::ALL), // v1 PersistentVolumeClaim
+    (S(32562, 2), S(32664, 3), S(16414, 22), M::ALL), // v1 Pod
+    (S(32562, 2), S(32667, 11), S(18356, 30), M::ALL), // v1 PodTemplate
+    (S(32562, 2), S(32678, 15), S(18696, 34), M(255, 255)), // v1 RangeAllocation
+    (S(32562, 2), S(32693, 21), S(18735, 40), M::ALL), // v1 ReplicationController
+    (S(32562, 2), S(32714, 13), S(19003, 32), M::ALL), // v1 ResourceQuota
+    (S(32562, 2), S(32727, 6), S(19373, 25), M::ALL), // v1 Secret
+    (S(32562, 2), S(32733, 7), S(19557, 26), M::ALL), // v1 Service
+    (S(32562, 2), S(32740, 14), S(19645, 33), M::ALL), // v1 ServiceAccount
+];
+
+/// Every string of the table, one after another (`S` is an offset and a length in it).
+pub const STRINGS: &str = concat!(
+    "io.k8s.api.admissionregistration.v1.ApplyConfiguration", "expression", "io.k8s.api.admissionregistration.v1.AuditAnnotation", "key", "valueExpression", "io.k8s.api.admissionregistration.v1.ExpressionWarning",
+    "fieldRef", "warning", "io.k8s.api.admissionregistration.v1.JSONPatch", "io.k8s.api.admissionregistration.v1.MatchCondition", "\"\"", "name", "io.k8s.api.admissionregistration.v1.MatchResources", "namespaceSelector",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector", "objectSelector", "resourceRules", "io.k8s.api.admissionregistration.v1.NamedRuleWithOperations", "excludeResourceRules", "matchPolicy", "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicy",
+    "kind", "apiVersion", "metadata", "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "spec", "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec", "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBinding",
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec", "policyName", "paramRef", "io.k8s.api.admissionregistration.v1.ParamRef", "matchResources", "paramKind", "io.k8s.api.admissionregistration.v1.ParamKind",
+    "matchConstraints", "variables", "io.k8s.api.admissionregistration.v1.Variable", "mutations", "io.k8s.api.admissionregistration.v1.Mutation", "failurePolicy", "matchConditions", "reinvocationPolicy", "io.k8s.api.admissionregistration.v1.MutatingWebhook",
+    "clientConfig", "io.k8s.api.admissionregistration.v1.WebhookClientConfig", "rules", "io.k8s.api.admissionregistration.v1.RuleWithOperations", "sideEffects", "timeoutSeconds", "admissionReviewVersions",
+    "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration", "webhooks", "patchType", "applyConfiguration", "jsonPatch", "resourceNames", "operations", "apiGroups", "apiVersions", "resources", "scope",
+    "namespace", "selector", "parameterNotFoundAction", "io.k8s.api.admissionregistration.v1.ServiceReference", "path", "port", "io.k8s.api.admissionregistration.v1.TypeChecking", "expressionWarnings", "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec", "status", "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus", "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec", "validationActions", "validations", "io.k8s.api.admissionregistration.v1.Validation", "auditAnnotations", "observedGeneration",
+    "typeChecking", "conditions", "type", "io.k8s.apimachinery.pkg.apis.meta.v1.Condition", "io.k8s.api.admissionregistration.v1.ValidatingWebhook", "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration",
+    "message", "reason", "messageExpression", "url", "service", "caBundle", "io.k8s.api.apps.v1.ControllerRevision", "data", "revision", "io.k8s.api.apps.v1.DaemonSet", "io.k8s.api.apps.v1.DaemonSetSpec",
+    "io.k8s.api.apps.v1.DaemonSetStatus", "io.k8s.api.apps.v1.DaemonSetCondition", "lastTransitionTime", "template", "io.k8s.api.core.v1.PodTemplateSpec", "updateStrategy", "io.k8s.api.apps.v1.DaemonSetUpdateStrategy",
+    "minReadySeconds", "revisionHistoryLimit", "currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady", "updatedNumberScheduled", "numberAvailable", "numberUnavailable", "collisionCount",
+    "rollingUpdate", "io.k8s.api.apps.v1.RollingUpdateDaemonSet", "io.k8s.api.apps.v1.Deployment", "io.k8s.api.apps.v1.DeploymentSpec", "io.k8s.api.apps.v1.DeploymentStatus", "io.k8s.api.apps.v1.DeploymentCondition",
+    "lastUpdateTime", "replicas", "strategy", "io.k8s.api.apps.v1.DeploymentStrategy", "paused", "progressDeadlineSeconds", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas", "terminatingReplicas",
+    "io.k8s.api.apps.v1.RollingUpdateDeployment", "io.k8s.api.apps.v1.ReplicaSet", "io.k8s.api.apps.v1.ReplicaSetSpec", "io.k8s.api.apps.v1.ReplicaSetStatus", "io.k8s.api.apps.v1.ReplicaSetCondition", "fullyLabeledReplicas",
+    "maxUnavailable", "maxSurge", "io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy", "partition", "io.k8s.api.apps.v1.StatefulSet", "io.k8s.api.apps.v1.StatefulSetSpec", "io.k8s.api.apps.v1.StatefulSetStatus",
+    "io.k8s.api.apps.v1.StatefulSetCondition", "io.k8s.api.apps.v1.StatefulSetOrdinals", "start", "io.k8s.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", "whenDeleted", "whenScaled", "volumeClaimTemplates",
+    "io.k8s.api.core.v1.PersistentVolumeClaim", "serviceName", "podManagementPolicy", "io.k8s.api.apps.v1.StatefulSetUpdateStrategy", "persistentVolumeClaimRetentionPolicy", "ordinals", "currentReplicas",
+    "currentRevision", "updateRevision", "io.k8s.api.autoscaling.v1.CrossVersionObjectReference", "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler", "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec",
+    "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus", "scaleTargetRef", "minReplicas", "maxReplicas", "targetCPUUtilizationPercentage", "lastScaleTime", "desiredReplicas", "currentCPUUtilizationPercentage",
+    "io.k8s.api.autoscaling.v1.Scale", "io.k8s.api.autoscaling.v1.ScaleSpec", "io.k8s.api.autoscaling.v1.ScaleStatus", "0", "io.k8s.api.autoscaling.v2.ContainerResourceMetricSource", "target", "io.k8s.api.autoscaling.v2.MetricTarget",
+    "container", "io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus", "current", "io.k8s.api.autoscaling.v2.MetricValueStatus", "io.k8s.api.autoscaling.v2.CrossVersionObjectReference", "io.k8s.api.autoscaling.v2.ExternalMetricSource",
+    "metric", "io.k8s.api.autoscaling.v2.MetricIdentifier", "io.k8s.api.autoscaling.v2.ExternalMetricStatus", "io.k8s.api.autoscaling.v2.HPAScalingPolicy", "value", "periodSeconds", "io.k8s.api.autoscaling.v2.HPAScalingRules",
+    "stabilizationWindowSeconds", "selectPolicy", "policies", "tolerance", "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec", "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus",
+    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior", "scaleUp", "scaleDown", "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition", "metrics", "io.k8s.api.autoscaling.v2.MetricSpec", "behavior",
+    "currentMetrics", "io.k8s.api.autoscaling.v2.MetricStatus", "object", "io.k8s.api.autoscaling.v2.ObjectMetricSource", "pods", "io.k8s.api.autoscaling.v2.PodsMetricSource", "resource", "io.k8s.api.autoscaling.v2.ResourceMetricSource",
+    "containerResource", "external", "io.k8s.api.autoscaling.v2.ObjectMetricStatus", "io.k8s.api.autoscaling.v2.PodsMetricStatus", "io.k8s.api.autoscaling.v2.ResourceMetricStatus", "averageValue", "averageUtilization",
+    "describedObject", "io.k8s.api.batch.v1.CronJob", "io.k8s.api.batch.v1.CronJobSpec", "io.k8s.api.batch.v1.CronJobStatus", "schedule", "timeZone", "startingDeadlineSeconds", "concurrencyPolicy", "suspend",
+    "jobTemplate", "io.k8s.api.batch.v1.JobTemplateSpec", "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "active", "io.k8s.api.core.v1.ObjectReference", "lastScheduleTime", "lastSuccessfulTime", "io.k8s.api.batch.v1.Job",
+    "io.k8s.api.batch.v1.JobSpec", "io.k8s.api.batch.v1.JobStatus", "io.k8s.api.batch.v1.JobCondition", "lastProbeTime", "io.k8s.api.batch.v1.JobSchedulingConfiguration", "parallelism", "completions", "activeDeadlineSeconds",
+    "podFailurePolicy", "io.k8s.api.batch.v1.PodFailurePolicy", "successPolicy", "io.k8s.api.batch.v1.SuccessPolicy", "backoffLimit", "backoffLimitPerIndex", "maxFailedIndexes", "manualSelector", "ttlSecondsAfterFinished",
+    "completionMode", "podReplacementPolicy", "managedBy", "scheduling", "startTime", "completionTime", "succeeded", "failed", "terminating", "completedIndexes", "failedIndexes", "uncountedTerminatedPods",
+    "io.k8s.api.batch.v1.UncountedTerminatedPods", "ready", "io.k8s.api.batch.v1.PodFailurePolicyRule", "io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement", "containerName", "operator", "values",
+    "io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern", "action", "onExitCodes", "onPodConditions", "io.k8s.api.batch.v1.SuccessPolicyRule", "succeededIndexes", "succeededCount", "io.k8s.api.certificates.v1.CertificateSigningRequest",
+    "io.k8s.api.certificates.v1.CertificateSigningRequestSpec", "io.k8s.api.certificates.v1.CertificateSigningRequestStatus", "io.k8s.api.certificates.v1.CertificateSigningRequestCondition", "request", "signerName",
+    "expirationSeconds", "usages", "username", "uid", "groups", "extra", "certificate", "io.k8s.api.certificates.v1.ClusterTrustBundle", "io.k8s.api.certificates.v1.ClusterTrustBundleSpec", "trustBundle",
+    "io.k8s.api.certificates.v1.PodCertificateRequest", "io.k8s.api.certificates.v1.PodCertificateRequestSpec", "io.k8s.api.certificates.v1.PodCertificateRequestStatus", "podName", "podUID", "serviceAccountName",
+    "serviceAccountUID", "nodeName", "nodeUID", "86400", "maxExpirationSeconds", "stubPKCS10Request", "unverifiedUserAnnotations", "certificateChain", "notBefore", "beginRefreshAt", "notAfter", "io.k8s.api.coordination.v1.Lease",
+    "io.k8s.api.coordination.v1.LeaseSpec", "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions", "preferredHolder", "io.k8s.api.core.v1.AWSElasticBlockStoreVolumeSource",
+    "volumeID", "fsType", "readOnly", "io.k8s.api.core.v1.Affinity", "nodeAffinity", "io.k8s.api.core.v1.NodeAffinity", "podAffinity", "io.k8s.api.core.v1.PodAffinity", "podAntiAffinity", "io.k8s.api.core.v1.PodAntiAffinity",
+    "io.k8s.api.core.v1.AppArmorProfile", "localhostProfile", "io.k8s.api.core.v1.AttachedVolume", "devicePath", "io.k8s.api.core.v1.AzureDiskVolumeSource", "diskName", "diskURI", "cachingMode", "\"ext4\"",
+    "false", "io.k8s.api.core.v1.AzureFilePersistentVolumeSource", "secretName", "shareName", "secretNamespace", "io.k8s.api.core.v1.AzureFileVolumeSource", "io.k8s.api.core.v1.Binding", "io.k8s.api.core.v1.CSIPersistentVolumeSource",
+    "driver", "volumeHandle", "volumeAttributes", "controllerPublishSecretRef", "io.k8s.api.core.v1.SecretReference", "nodeStageSecretRef", "nodePublishSecretRef", "controllerExpandSecretRef", "nodeExpandSecretRef",
+    "io.k8s.api.core.v1.CSIVolumeSource", "io.k8s.api.core.v1.LocalObjectReference", "io.k8s.api.core.v1.Capabilities", "add", "drop", "io.k8s.api.core.v1.CephFSPersistentVolumeSource", "monitors", "user",
+    "secretFile", "secretRef", "io.k8s.api.core.v1.CephFSVolumeSource", "io.k8s.api.core.v1.CinderPersistentVolumeSource", "io.k8s.api.core.v1.CinderVolumeSource", "io.k8s.api.core.v1.ClaimSource", "resourceClaimName",
+    "resourceClaimTemplateName", "io.k8s.api.core.v1.ClientIPConfig", "io.k8s.api.core.v1.ClusterTrustBundleProjection", "labelSelector", "optional", "io.k8s.api.core.v1.ComponentCondition", "error", "io.k8s.api.core.v1.ComponentStatus",
+    "io.k8s.api.core.v1.ConfigMap", "immutable", "binaryData", "io.k8s.api.core.v1.ConfigMapEnvSource", "io.k8s.api.core.v1.ConfigMapKeySelector", "io.k8s.api.core.v1.ConfigMapNodeConfigSource", "resourceVersion",
+    "kubeletConfigKey", "io.k8s.api.core.v1.ConfigMapProjection", "items", "io.k8s.api.core.v1.KeyToPath", "io.k8s.api.core.v1.ConfigMapVolumeSource", "defaultMode", "defaultUser", "io.k8s.api.core.v1.Container",
+    "image", "command", "args", "workingDir", "ports", "containerPort", "protocol", "io.k8s.api.core.v1.ContainerPort", "envFrom", "io.k8s.api.core.v1.EnvFromSource", "env", "io.k8s.api.core.v1.EnvVar", "io.k8s.api.core.v1.ResourceRequirements",
+    "resizePolicy", "io.k8s.api.core.v1.ContainerResizePolicy", "restartPolicy", "restartPolicyRules", "io.k8s.api.core.v1.ContainerRestartRule", "volumeMounts", "mountPath", "io.k8s.api.core.v1.VolumeMount",
+    "volumeDevices", "io.k8s.api.core.v1.VolumeDevice", "livenessProbe", "io.k8s.api.core.v1.Probe", "readinessProbe", "startupProbe", "lifecycle", "io.k8s.api.core.v1.Lifecycle", "terminationMessagePath",
+    "terminationMessagePolicy", "imagePullPolicy", "securityContext", "io.k8s.api.core.v1.SecurityContext", "stdin", "stdinOnce", "tty", "io.k8s.api.core.v1.ContainerExtendedResourceRequest", "resourceName",
+    "requestName", "io.k8s.api.core.v1.ContainerImage", "names", "sizeBytes", "hostPort", "\"TCP\"", "hostIP", "exitCodes", "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes", "io.k8s.api.core.v1.ContainerState",
+    "waiting", "io.k8s.api.core.v1.ContainerStateWaiting", "running", "io.k8s.api.core.v1.ContainerStateRunning", "terminated", "io.k8s.api.core.v1.ContainerStateTerminated", "startedAt", "exitCode", "signal",
+    "finishedAt", "containerID", "io.k8s.api.core.v1.ContainerStatus", "state", "lastState", "restartCount", "imageID", "started", "allocatedResources", "io.k8s.api.core.v1.VolumeMountStatus", "io.k8s.api.core.v1.ContainerUser",
+    "allocatedResourcesStatus", "io.k8s.api.core.v1.ResourceStatus", "stopSignal", "linux", "io.k8s.api.core.v1.LinuxContainerUser", "io.k8s.api.core.v1.DaemonEndpoint", "Port", "io.k8s.api.core.v1.DownwardAPIProjection",
+    "io.k8s.api.core.v1.DownwardAPIVolumeFile", "io.k8s.api.core.v1.ObjectFieldSelector", "resourceFieldRef", "io.k8s.api.core.v1.ResourceFieldSelector", "mode", "io.k8s.api.core.v1.DownwardAPIVolumeSource",
+    "io.k8s.api.core.v1.EmptyDirVolumeSource", "medium", "sizeLimit", "io.k8s.api.core.v1.EndpointAddress", "ip", "hostname", "targetRef", "io.k8s.api.core.v1.EndpointPort", "appProtocol", "io.k8s.api.core.v1.EndpointSubset",
+    "addresses", "notReadyAddresses", "io.k8s.api.core.v1.Endpoints", "subsets", "prefix", "configMapRef", "io.k8s.api.core.v1.SecretEnvSource", "valueFrom", "io.k8s.api.core.v1.EnvVarSource", "configMapKeyRef",
+    "secretKeyRef", "io.k8s.api.core.v1.SecretKeySelector", "fileKeyRef", "io.k8s.api.core.v1.FileKeySelector", "io.k8s.api.core.v1.EphemeralContainer", "targetContainerName", "io.k8s.api.core.v1.EphemeralVolumeSource",
+    "volumeClaimTemplate", "io.k8s.api.core.v1.PersistentVolumeClaimTemplate", "io.k8s.api.core.v1.Event", "involvedObject", "source", "io.k8s.api.core.v1.EventSource", "firstTimestamp", "lastTimestamp", "count",
+    "eventTime", "series", "io.k8s.api.core.v1.EventSeries", "related", "reportingComponent", "reportingInstance", "lastObservedTime", "component", "host", "io.k8s.api.core.v1.EvictionResponder", "priority",
+    "io.k8s.api.core.v1.ExecAction", "io.k8s.api.core.v1.FCVolumeSource", "targetWWNs", "lun", "wwids", "volumeName", "io.k8s.api.core.v1.FlexPersistentVolumeSource", "options", "io.k8s.api.core.v1.FlexVolumeSource",
+    "io.k8s.api.core.v1.FlockerVolumeSource", "datasetName", "datasetUUID", "io.k8s.api.core.v1.GCEPersistentDiskVolumeSource", "pdName", "io.k8s.api.core.v1.GRPCAction", "io.k8s.api.core.v1.GitRepoVolumeSource",
+    "repository", "directory", "io.k8s.api.core.v1.GlusterfsPersistentVolumeSource", "endpoints", "endpointsNamespace", "io.k8s.api.core.v1.GlusterfsVolumeSource", "io.k8s.api.core.v1.HTTPGetAction", "scheme",
+    "httpHeaders", "io.k8s.api.core.v1.HTTPHeader", "io.k8s.api.core.v1.HostAlias", "hostnames", "io.k8s.api.core.v1.HostIP", "io.k8s.api.core.v1.HostPathVolumeSource", "io.k8s.api.core.v1.ISCSIPersistentVolumeSource",
+    "targetPortal", "iqn", "\"default\"", "iscsiInterface", "portals", "chapAuthDiscovery", "chapAuthSession", "initiatorName", "io.k8s.api.core.v1.ISCSIVolumeSource", "io.k8s.api.core.v1.ImageVolumeSource",
+    "reference", "pullPolicy", "io.k8s.api.core.v1.ImageVolumeStatus", "imageRef", "postStart", "io.k8s.api.core.v1.LifecycleHandler", "preStop", "exec", "httpGet", "tcpSocket", "io.k8s.api.core.v1.TCPSocketAction",
+    "sleep", "io.k8s.api.core.v1.SleepAction", "io.k8s.api.core.v1.LimitRange", "io.k8s.api.core.v1.LimitRangeSpec", "io.k8s.api.core.v1.LimitRangeItem", "max", "min", "default", "defaultRequest", "maxLimitRequestRatio",
+    "limits", "gid", "supplementalGroups", "io.k8s.api.core.v1.LoadBalancerIngress", "ipMode", "io.k8s.api.core.v1.PortStatus", "io.k8s.api.core.v1.LoadBalancerStatus", "ingress", "io.k8s.api.core.v1.LocalVolumeSource",
+    "io.k8s.api.core.v1.ModifyVolumeStatus", "targetVolumeAttributesClassName", "io.k8s.api.core.v1.NFSVolumeSource", "server", "io.k8s.api.core.v1.Namespace", "io.k8s.api.core.v1.NamespaceSpec", "io.k8s.api.core.v1.NamespaceStatus",
+    "io.k8s.api.core.v1.NamespaceCondition", "finalizers", "phase", "io.k8s.api.core.v1.Node", "io.k8s.api.core.v1.NodeSpec", "io.k8s.api.core.v1.NodeStatus", "io.k8s.api.core.v1.NodeAddress", "address", "requiredDuringSchedulingIgnoredDuringExecution",
+    "io.k8s.api.core.v1.NodeSelector", "preferredDuringSchedulingIgnoredDuringExecution", "io.k8s.api.core.v1.PreferredSchedulingTerm", "io.k8s.api.core.v1.NodeAllocatableMappedResources", "quantity", "io.k8s.api.core.v1.NodeAllocatableOverheadResources",
+    "perPod", "perContainer", "io.k8s.api.core.v1.NodeAllocatableResourceClaimStatus", "containers", "mapping", "overhead", "io.k8s.api.core.v1.NodeCondition", "lastHeartbeatTime", "io.k8s.api.core.v1.NodeConfigSource",
+    "configMap", "io.k8s.api.core.v1.NodeConfigStatus", "assigned", "lastKnownGood", "io.k8s.api.core.v1.NodeDaemonEndpoints", "kubeletEndpoint", "io.k8s.api.core.v1.NodeFeatures", "supplementalGroupsPolicy",
+    "io.k8s.api.core.v1.NodePodPreemptionPolicy", "disableResizePreemption", "io.k8s.api.core.v1.NodeRuntimeHandler", "features", "io.k8s.api.core.v1.NodeRuntimeHandlerFeatures", "recursiveReadOnlyMounts",
+    "userNamespaces", "nodeSelectorTerms", "io.k8s.api.core.v1.NodeSelectorTerm", "io.k8s.api.core.v1.NodeSelectorRequirement", "matchExpressions", "matchFields", "podCIDR", "podCIDRs", "providerID", "unschedulable",
+    "taints", "io.k8s.api.core.v1.Taint", "configSource", "externalID", "podPreemptionPolicy", "capacity", "allocatable", "daemonEndpoints", "nodeInfo", "io.k8s.api.core.v1.NodeSystemInfo", "images", "volumesInUse",
+    "volumesAttached", "config", "runtimeHandlers", "declaredFeatures", "io.k8s.api.core.v1.NodeSwapStatus", "machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion", "kubeletVersion",
+    "kubeProxyVersion", "operatingSystem", "architecture", "swap", "fieldPath", "io.k8s.api.core.v1.PersistentVolume", "io.k8s.api.core.v1.PersistentVolumeSpec", "io.k8s.api.core.v1.PersistentVolumeStatus",
+    "io.k8s.api.core.v1.PersistentVolumeClaimSpec", "io.k8s.api.core.v1.PersistentVolumeClaimStatus", "io.k8s.api.core.v1.PersistentVolumeClaimCondition", "accessModes", "io.k8s.api.core.v1.VolumeResourceRequirements",
+    "storageClassName", "volumeMode", "dataSource", "io.k8s.api.core.v1.TypedLocalObjectReference", "dataSourceRef", "io.k8s.api.core.v1.TypedObjectReference", "volumeAttributesClassName", "allocatedResourceStatuses",
+    "currentVolumeAttributesClassName", "modifyVolumeStatus", "healthStatus", "io.k8s.api.core.v1.VolumeHealthStatus", "io.k8s.api.core.v1.PersistentVolumeClaimVolumeSource", "claimName", "gcePersistentDisk",
+    "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "io.k8s.api.core.v1.RBDPersistentVolumeSource", "iscsi", "cinder", "cephfs", "fc", "flocker", "flexVolume", "azureFile", "vsphereVolume",
+    "io.k8s.api.core.v1.VsphereVirtualDiskVolumeSource", "quobyte", "io.k8s.api.core.v1.QuobyteVolumeSource", "azureDisk", "photonPersistentDisk", "io.k8s.api.core.v1.PhotonPersistentDiskVolumeSource", "portworxVolume",
+    "io.k8s.api.core.v1.PortworxVolumeSource", "scaleIO", "io.k8s.api.core.v1.ScaleIOPersistentVolumeSource", "local", "storageos", "io.k8s.api.core.v1.StorageOSPersistentVolumeSource", "csi", "claimRef",
+    "persistentVolumeReclaimPolicy", "mountOptions", "io.k8s.api.core.v1.VolumeNodeAffinity", "lastPhaseTransitionTime", "pdID", "io.k8s.api.core.v1.Pod", "io.k8s.api.core.v1.PodSpec", "io.k8s.api.core.v1.PodStatus",
+    "io.k8s.api.core.v1.PodAffinityTerm", "io.k8s.api.core.v1.WeightedPodAffinityTerm", "namespaces", "topologyKey", "matchLabelKeys", "mismatchLabelKeys", "io.k8s.api.core.v1.PodCertificateProjection", "keyType",
+    "credentialBundlePath", "keyPath", "certificateChainPath", "userAnnotations", "io.k8s.api.core.v1.PodCondition", "io.k8s.api.core.v1.PodDNSConfig", "nameservers", "searches", "io.k8s.api.core.v1.PodDNSConfigOption",
+    "io.k8s.api.core.v1.PodExtendedResourceClaimStatus", "requestMappings", "io.k8s.api.core.v1.PodIP", "io.k8s.api.core.v1.PodOS", "io.k8s.api.core.v1.PodReadinessGate", "conditionType", "io.k8s.api.core.v1.PodResourceClaim",
+    "io.k8s.api.core.v1.PodResourceClaimStatus", "io.k8s.api.core.v1.PodSchedulingGate", "io.k8s.api.core.v1.PodSchedulingGroup", "podGroupName", "io.k8s.api.core.v1.PodSecurityContext", "seLinuxOptions",
+    "io.k8s.api.core.v1.SELinuxOptions", "windowsOptions", "io.k8s.api.core.v1.WindowsSecurityContextOptions", "runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup", "sysctls", "io.k8s.api.core.v1.Sysctl",
+    "fsGroupChangePolicy", "seccompProfile", "io.k8s.api.core.v1.SeccompProfile", "appArmorProfile", "seLinuxChangePolicy", "volumes", "io.k8s.api.core.v1.Volume", "initContainers", "ephemeralContainers",
+    "terminationGracePeriodSeconds", "dnsPolicy", "nodeSelector", "serviceAccount", "automountServiceAccountToken", "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "imagePullSecrets", "subdomain",
+    "affinity", "schedulerName", "tolerations", "io.k8s.api.core.v1.Toleration", "hostAliases", "priorityClassName", "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks", "preemptionPolicy",
+    "topologySpreadConstraints", "whenUnsatisfiable", "io.k8s.api.core.v1.TopologySpreadConstraint", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates", "resourceClaims", "hostnameOverride", "schedulingGroup",
+    "evictionResponders", "workloadRef", "io.k8s.api.core.v1.WorkloadReference", "nominatedNodeName", "hostIPs", "podIP", "podIPs", "initContainerStatuses", "containerStatuses", "qosClass", "ephemeralContainerStatuses",
+    "resize", "resourceClaimStatuses", "extendedResourceClaimStatus", "nodeAllocatableResourceClaimStatuses", "volumeHealth", "io.k8s.api.core.v1.PodVolumeHealth", "io.k8s.api.core.v1.PodTemplate", "healthConditions",
+    "io.k8s.api.core.v1.VolumeHealthCondition", "weight", "preference", "grpc", "initialDelaySeconds", "successThreshold", "failureThreshold", "io.k8s.api.core.v1.ProjectedVolumeSource", "sources", "io.k8s.api.core.v1.VolumeProjection",
+    "registry", "volume", "group", "tenant", "\"rbd\"", "pool", "\"admin\"", "\"/etc/ceph/keyring\"", "keyring", "io.k8s.api.core.v1.RBDVolumeSource", "io.k8s.api.core.v1.RangeAllocation", "range", "io.k8s.api.core.v1.ReplicationController",
+    "io.k8s.api.core.v1.ReplicationControllerSpec", "io.k8s.api.core.v1.ReplicationControllerStatus", "io.k8s.api.core.v1.ReplicationControllerCondition", "1", "io.k8s.api.core.v1.ResourceClaim", "divisor",
+    "io.k8s.api.core.v1.ResourceHealth", "resourceID", "health", "io.k8s.api.core.v1.ResourceQuota", "io.k8s.api.core.v1.ResourceQuotaSpec", "io.k8s.api.core.v1.ResourceQuotaStatus", "hard", "scopes", "scopeSelector",
+    "io.k8s.api.core.v1.ScopeSelector", "used", "requests", "claims", "role", "level", "gateway", "system", "sslEnabled", "protectionDomain", "storagePool", "\"ThinProvisioned\"", "storageMode", "\"xfs\"",
+    "io.k8s.api.core.v1.ScaleIOVolumeSource", "io.k8s.api.core.v1.ScopedResourceSelectorRequirement", "scopeName", "io.k8s.api.core.v1.Secret", "stringData", "io.k8s.api.core.v1.SecretProjection", "io.k8s.api.core.v1.SecretVolumeSource",
+    "capabilities", "privileged", "readOnlyRootFilesystem", "allowPrivilegeEscalation", "procMount", "io.k8s.api.core.v1.Service", "io.k8s.api.core.v1.ServiceSpec", "io.k8s.api.core.v1.ServiceStatus", "io.k8s.api.core.v1.ServiceAccount",
+    "secrets", "io.k8s.api.core.v1.ServiceAccountTokenProjection", "audience", "io.k8s.api.core.v1.ServicePort", "targetPort", "nodePort", "clusterIP", "clusterIPs", "externalIPs", "sessionAffinity", "loadBalancerIP",
+    "loadBalancerSourceRanges", "externalName", "externalTrafficPolicy", "healthCheckNodePort", "publishNotReadyAddresses", "sessionAffinityConfig", "io.k8s.api.core.v1.SessionAffinityConfig", "ipFamilies",
+    "ipFamilyPolicy", "allocateLoadBalancerNodePorts", "loadBalancerClass", "internalTrafficPolicy", "trafficDistribution", "loadBalancer", "clientIP", "seconds", "volumeNamespace", "io.k8s.api.core.v1.StorageOSVolumeSource",
+    "effect", "timeAdded", "tolerationSeconds", "io.k8s.api.core.v1.TopologySelectorLabelRequirement", "io.k8s.api.core.v1.TopologySelectorTerm", "matchLabelExpressions", "maxSkew", "minDomains", "nodeAffinityPolicy",
+    "nodeTaintsPolicy", "apiGroup", "emptyDir", "gitRepo", "secret", "persistentVolumeClaim", "downwardAPI", "projected", "ephemeral", "recursiveReadOnly", "subPath", "mountPropagation", "subPathExpr", "bindMountOptions",
+    "volumeStatus", "io.k8s.api.core.v1.VolumeStatus", "required", "serviceAccountToken", "clusterTrustBundle", "podCertificate", "volumePath", "storagePolicyName", "storagePolicyID", "podAffinityTerm", "gmsaCredentialSpecName",
+    "gmsaCredentialSpec", "runAsUserName", "hostProcess", "podGroup", "podGroupReplicaKey", "io.k8s.api.discovery.v1.Endpoint", "io.k8s.api.discovery.v1.EndpointConditions", "deprecatedTopology", "zone", "hints",
+    "io.k8s.api.discovery.v1.EndpointHints", "serving", "forZones", "io.k8s.api.discovery.v1.ForZone", "forNodes", "io.k8s.api.discovery.v1.ForNode", "io.k8s.api.discovery.v1.EndpointPort", "io.k8s.api.discovery.v1.EndpointSlice",
+    "addressType", "io.k8s.api.events.v1.Event", "io.k8s.api.events.v1.EventSeries", "reportingController", "regarding", "note", "deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount",
+    "io.k8s.api.flowcontrol.v1.ExemptPriorityLevelConfiguration", "nominalConcurrencyShares", "lendablePercent", "io.k8s.api.flowcontrol.v1.FlowDistinguisherMethod", "io.k8s.api.flowcontrol.v1.FlowSchema",
+    "io.k8s.api.flowcontrol.v1.FlowSchemaSpec", "io.k8s.api.flowcontrol.v1.FlowSchemaStatus", "io.k8s.api.flowcontrol.v1.FlowSchemaCondition", "priorityLevelConfiguration", "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference",
+    "matchingPrecedence", "distinguisherMethod", "io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects", "io.k8s.api.flowcontrol.v1.GroupSubject", "io.k8s.api.flowcontrol.v1.LimitResponse", "queuing", "io.k8s.api.flowcontrol.v1.QueuingConfiguration",
+    "io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration", "limitResponse", "borrowingLimitPercent", "io.k8s.api.flowcontrol.v1.NonResourcePolicyRule", "verbs", "nonResourceURLs", "subjects", "io.k8s.api.flowcontrol.v1.Subject",
+    "io.k8s.api.flowcontrol.v1.ResourcePolicyRule", "nonResourceRules", "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration", "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec", "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus",
+    "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition", "limited", "exempt", "queues", "handSize", "queueLengthLimit", "clusterScope", "io.k8s.api.flowcontrol.v1.ServiceAccountSubject", "io.k8s.api.flowcontrol.v1.UserSubject",
+    "io.k8s.api.networking.v1.HTTPIngressPath", "pathType", "backend", "io.k8s.api.networking.v1.IngressBackend", "io.k8s.api.networking.v1.HTTPIngressRuleValue", "paths", "io.k8s.api.networking.v1.IPAddress",
+    "io.k8s.api.networking.v1.IPAddressSpec", "parentRef", "io.k8s.api.networking.v1.ParentReference", "io.k8s.api.networking.v1.IPBlock", "cidr", "except", "io.k8s.api.networking.v1.Ingress", "io.k8s.api.networking.v1.IngressSpec",
+    "io.k8s.api.networking.v1.IngressStatus", "io.k8s.api.networking.v1.IngressServiceBackend", "io.k8s.api.networking.v1.IngressClass", "io.k8s.api.networking.v1.IngressClassSpec", "io.k8s.api.networking.v1.IngressClassParametersReference",
+    "controller", "parameters", "io.k8s.api.networking.v1.IngressLoadBalancerIngress", "io.k8s.api.networking.v1.IngressPortStatus", "io.k8s.api.networking.v1.IngressLoadBalancerStatus", "io.k8s.api.networking.v1.IngressRule",
+    "http", "io.k8s.api.networking.v1.ServiceBackendPort", "ingressClassName", "defaultBackend", "tls", "io.k8s.api.networking.v1.IngressTLS", "hosts", "io.k8s.api.networking.v1.NetworkPolicy", "io.k8s.api.networking.v1.NetworkPolicySpec",
+    "io.k8s.api.networking.v1.NetworkPolicyEgressRule", "io.k8s.api.networking.v1.NetworkPolicyPort", "to", "io.k8s.api.networking.v1.NetworkPolicyPeer", "io.k8s.api.networking.v1.NetworkPolicyIngressRule",
+    "from", "podSelector", "ipBlock", "endPort", "egress", "policyTypes", "number", "io.k8s.api.networking.v1.ServiceCIDR", "io.k8s.api.networking.v1.ServiceCIDRSpec", "io.k8s.api.networking.v1.ServiceCIDRStatus",
+    "cidrs", "io.k8s.api.node.v1.Overhead", "podFixed", "io.k8s.api.node.v1.RuntimeClass", "handler", "io.k8s.api.node.v1.Scheduling", "io.k8s.api.policy.v1.Eviction", "deleteOptions", "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
+    "io.k8s.api.policy.v1.PodDisruptionBudget", "io.k8s.api.policy.v1.PodDisruptionBudgetSpec", "io.k8s.api.policy.v1.PodDisruptionBudgetStatus", "minAvailable", "unhealthyPodEvictionPolicy", "disruptedPods",
+    "disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods", "io.k8s.api.rbac.v1.AggregationRule", "clusterRoleSelectors", "io.k8s.api.rbac.v1.ClusterRole", "io.k8s.api.rbac.v1.PolicyRule",
+    "aggregationRule", "io.k8s.api.rbac.v1.ClusterRoleBinding", "io.k8s.api.rbac.v1.Subject", "roleRef", "io.k8s.api.rbac.v1.RoleRef", "io.k8s.api.rbac.v1.Role", "io.k8s.api.rbac.v1.RoleBinding", "io.k8s.api.resource.v1.AllocatedDeviceStatus",
+    "device", "shareID", "networkData", "io.k8s.api.resource.v1.NetworkDeviceData", "io.k8s.api.resource.v1.AllocationResult", "devices", "io.k8s.api.resource.v1.DeviceAllocationResult", "allocationTimestamp",
+    "io.k8s.api.resource.v1.CELDeviceSelector", "io.k8s.api.resource.v1.CapacityRequestPolicy", "validValues", "validRange", "io.k8s.api.resource.v1.CapacityRequestPolicyRange", "step", "io.k8s.api.resource.v1.CapacityRequirements",
+    "io.k8s.api.resource.v1.Counter", "io.k8s.api.resource.v1.CounterSet", "counters", "io.k8s.api.resource.v1.Device", "attributes", "io.k8s.api.resource.v1.DeviceAttribute", "io.k8s.api.resource.v1.DeviceCapacity",
+    "consumesCounters", "io.k8s.api.resource.v1.DeviceCounterConsumption", "allNodes", "io.k8s.api.resource.v1.DeviceTaint", "bindsToNode", "bindingConditions", "bindingFailureConditions", "allowMultipleAllocations",
+    "nodeAllocatableResources", "io.k8s.api.resource.v1.NodeAllocatableResource", "io.k8s.api.resource.v1.DeviceAllocationConfiguration", "opaque", "io.k8s.api.resource.v1.OpaqueDeviceConfiguration", "results",
+    "io.k8s.api.resource.v1.DeviceRequestAllocationResult", "int", "bool", "string", "version", "ints", "bools", "strings", "versions", "requestPolicy", "io.k8s.api.resource.v1.DeviceClaim", "io.k8s.api.resource.v1.DeviceRequest",
+    "constraints", "io.k8s.api.resource.v1.DeviceConstraint", "io.k8s.api.resource.v1.DeviceClaimConfiguration", "io.k8s.api.resource.v1.DeviceClass", "io.k8s.api.resource.v1.DeviceClassSpec", "io.k8s.api.resource.v1.DeviceClassConfiguration",
+    "selectors", "io.k8s.api.resource.v1.DeviceSelector", "extendedResourceName", "matchAttribute", "distinctAttribute", "counterSet", "exactly", "io.k8s.api.resource.v1.ExactDeviceRequest", "firstAvailable",
+    "io.k8s.api.resource.v1.DeviceSubRequest", "adminAccess", "io.k8s.api.resource.v1.DeviceToleration", "consumedCapacity", "skipNodeOperations", "cel", "deviceClassName", "allocationMode", "io.k8s.api.resource.v1.DeviceTaintRule",
+    "io.k8s.api.resource.v1.DeviceTaintRuleSpec", "io.k8s.api.resource.v1.DeviceTaintRuleStatus", "deviceSelector", "io.k8s.api.resource.v1.DeviceTaintSelector", "taint", "\"Equal\"", "interfaceName", "ips",
+    "hardwareAddress", "io.k8s.api.resource.v1.NodeAllocatableMapping", "capacityKey", "capacityMultiplier", "deviceMultiplier", "io.k8s.api.resource.v1.NodeAllocatableOverhead", "io.k8s.api.resource.v1.ResourceClaim",
+    "io.k8s.api.resource.v1.ResourceClaimSpec", "io.k8s.api.resource.v1.ResourceClaimStatus", "io.k8s.api.resource.v1.ResourceClaimConsumerReference", "allocation", "reservedFor", "io.k8s.api.resource.v1.ResourceClaimTemplate",
+    "io.k8s.api.resource.v1.ResourceClaimTemplateSpec", "io.k8s.api.resource.v1.ResourcePool", "generation", "resourceSliceCount", "io.k8s.api.resource.v1.ResourceSlice", "io.k8s.api.resource.v1.ResourceSliceSpec",
+    "perDeviceNodeSelection", "sharedCounters", "partitionTypeAttribute", "io.k8s.api.scheduling.v1.PriorityClass", "globalDefault", "description", "io.k8s.api.storage.v1.CSIDriver", "io.k8s.api.storage.v1.CSIDriverSpec",
+    "attachRequired", "podInfoOnMount", "volumeLifecycleModes", "storageCapacity", "fsGroupPolicy", "tokenRequests", "io.k8s.api.storage.v1.TokenRequest", "requiresRepublish", "seLinuxMount", "nodeAllocatableUpdatePeriodSeconds",
+    "serviceAccountTokenInSecrets", "preventPodSchedulingIfMissing", "io.k8s.api.storage.v1.CSINode", "io.k8s.api.storage.v1.CSINodeSpec", "io.k8s.api.storage.v1.CSINodeStatus", "io.k8s.api.storage.v1.CSINodeDriver",
+    "nodeID", "topologyKeys", "io.k8s.api.storage.v1.VolumeNodeResources", "drivers", "storageHealth", "io.k8s.api.storage.v1.StorageHealth", "io.k8s.api.storage.v1.CSIStorageCapacity", "nodeTopology", "maximumVolumeSize",
+    "io.k8s.api.storage.v1.StorageClass", "provisioner", "reclaimPolicy", "allowVolumeExpansion", "volumeBindingMode", "allowedTopologies", "io.k8s.api.storage.v1.StorageHealthCondition", "accessMode", "io.k8s.api.storage.v1.VolumeAttachment",
+    "io.k8s.api.storage.v1.VolumeAttachmentSpec", "io.k8s.api.storage.v1.VolumeAttachmentStatus", "io.k8s.api.storage.v1.VolumeAttachmentSource", "persistentVolumeName", "inlineVolumeSpec", "attacher", "attached",
+    "attachmentMetadata", "attachError", "io.k8s.api.storage.v1.VolumeError", "detachError", "io.k8s.api.storage.v1.VolumeAttributesClass", "driverName", "time", "errorCode", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition",
+    "format", "jsonPath", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion", "webhook", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookConversion", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames", "plural", "singular", "shortNames", "listKind", "categories", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion",
+    "conversion", "preserveUnknownFields", "acceptedNames", "storedVersions", "served", "storage", "deprecated", "deprecationWarning", "schema", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation",
+    "subresources", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources", "additionalPrinterColumns", "selectableFields", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.SelectableField",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale", "specReplicasPath", "statusReplicasPath", "labelSelectorPath", "scale", "openAPIV3Schema", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation", "id", "$schema", "$ref", "title", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength",
+    "pattern", "maxItems", "minItems", "uniqueItems", "multipleOf", "enum", "maxProperties", "minProperties", "allOf", "oneOf", "anyOf", "not", "properties", "additionalProperties", "patternProperties", "dependencies",
+    "additionalItems", "definitions", "externalDocs", "example", "nullable", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys",
+    "x-kubernetes-list-type", "x-kubernetes-map-type", "x-kubernetes-validations", "rule", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ServiceReference",
+    "optionalOldSelf", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig", "conversionReviewVersions", "gracePeriodSeconds", "preconditions", "io.k8s.apimachinery.pkg.apis.meta.v1.Preconditions",
+    "orphanDependents", "propagationPolicy", "dryRun", "ignoreStoreReadErrorWithClusterBreakingPotential", "matchLabels", "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement", "io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry",
+    "manager", "operation", "fieldsType", "fieldsV1", "subresource", "generateName", "selfLink", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference", "managedFields", "blockOwnerDeletion", "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService", "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec",
+    "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus", "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition", "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.ServiceReference",
+    "insecureSkipTLSVerify", "groupPriorityMinimum", "versionPriority", "admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "apiextensions.k8s.io/v1", "CustomResourceDefinition", "apiregistration.k8s.io/v1", "APIService", "apps/v1", "ControllerRevision",
+    "DaemonSet", "Deployment", "ReplicaSet", "StatefulSet", "autoscaling/v1", "HorizontalPodAutoscaler", "Scale", "autoscaling/v2", "batch/v1", "CronJob", "Job", "certificates.k8s.io/v1", "CertificateSigningRequest",
+    "ClusterTrustBundle", "PodCertificateRequest", "coordination.k8s.io/v1", "Lease", "discovery.k8s.io/v1", "EndpointSlice", "events.k8s.io/v1", "Event", "flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "PriorityLevelConfiguration",
+    "networking.k8s.io/v1", "IPAddress", "Ingress", "IngressClass", "NetworkPolicy", "ServiceCIDR", "node.k8s.io/v1", "RuntimeClass", "policy/v1", "Eviction", "PodDisruptionBudget", "rbac.authorization.k8s.io/v1",
+    "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "resource.k8s.io/v1", "DeviceClass", "DeviceTaintRule", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "scheduling.k8s.io/v1", "PriorityClass",
+    "storage.k8s.io/v1", "CSIDriver", "CSINode", "CSIStorageCapacity", "StorageClass", "VolumeAttachment", "VolumeAttributesClass", "v1", "Binding", "ComponentStatus", "ConfigMap", "Endpoints", "LimitRange",
+    "Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim", "Pod", "PodTemplate", "RangeAllocation", "ReplicationController", "ResourceQuota", "Secret", "Service", "ServiceAccount",
+);

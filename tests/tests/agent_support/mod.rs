@@ -155,8 +155,9 @@ impl Fx {
         run("drover-agent", &refs, &[])
     }
 
-    /// Spawns a long-running agent.
-    pub fn spawn(&self, source: &str, listen: &str, extra: &[&str]) -> Child {
+    /// Spawns a long-running agent (killed when the returned guard is dropped, so a
+    /// failing test leaves no agent behind).
+    pub fn spawn(&self, source: &str, listen: &str, extra: &[&str]) -> Running {
         let mut args = self.agent_args(source);
         let i = args.iter().position(|a| a == "--listen").unwrap();
         args[i + 1] = listen.to_string();
@@ -167,6 +168,7 @@ impl Fx {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.p(&format!("agent-{}.log", drover_tests::free_port()))).unwrap())
             .spawn()
+            .map(Running)
             .unwrap()
     }
 
@@ -397,5 +399,31 @@ impl CountingProxy {
     /// Request lines seen so far.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
+    }
+}
+
+/// A running agent process, killed (and reaped) when dropped: a test that panics before
+/// it stops the agent does not leave it running.
+pub struct Running(pub Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }

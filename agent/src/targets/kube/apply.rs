@@ -336,10 +336,11 @@ async fn apply_one(t: &KubeTarget, req: &ApplyRequest, obj: &PlannedObject, reso
     (outcome, true)
 }
 
-/// The apply body of `obj` (`parse` makes it) as JSON text, made off the async thread.
+/// The apply body of `obj` (`parse` makes it) as JSON text, made off the async thread
+/// when the object is large.
 async fn body_text(obj: &PlannedObject, parse: impl FnOnce(PlannedObject) -> Result<Value, String> + Send + 'static) -> Result<String, String> {
     let o = obj.clone();
-    crate::offload::off_thread(move || parse(o).and_then(|b| serde_json::to_string(&b).map_err(|e| e.to_string()))).await
+    crate::offload::off_thread_if_large(obj.yaml.len(), move || parse(o).and_then(|b| serde_json::to_string(&b).map_err(|e| e.to_string()))).await
 }
 
 /// The apply body: the bundle's object with drover's label and source annotation, without

@@ -1,6 +1,6 @@
 //! The objects drover manages, read and written without the kube client's decoder: the
 //! response text is read by [`drover_ssa::live`] (any depth an API server stores, the
-//! managed fields read once into compact sets) on a blocking thread ([`off_thread`]), so
+//! managed fields read once into compact sets) on a blocking thread when large ([`off_thread_if_large`]), so
 //! neither a hostile object nor a large one holds up the thread that serves `/healthz`,
 //! and a response that cannot be read is an error naming the object, never a log line
 //! quoting it (the kube client logs the whole body at WARN when its decoder fails: a
@@ -15,7 +15,7 @@ use super::cluster::KubeTarget;
 use super::discovery::{ResolveError, Resolved};
 use drover_proto::object::ObjectRef;
 use super::retry::{with_retry, ApiFailure};
-use crate::offload::off_thread;
+use crate::offload::off_thread_if_large;
 use drover_ssa::live::Live;
 
 /// The request builder for objects of `res` in `namespace`.
@@ -75,7 +75,7 @@ pub async fn patch_text(t: &KubeTarget, res: &Resolved, namespace: Option<&str>,
         async move { t.client.request_text(req?).await }
     };
     let text = with_retry(&t.opts.retry, call).await?;
-    off_thread(move || drover_ssa::live::resource_version(&text)).await.map_err(unreadable)
+    off_thread_if_large(text.len(), move || drover_ssa::live::resource_version(&text)).await.map_err(unreadable)
 }
 
 /// A PATCH whose response is read whole ([`Live::parse`]): a dry run's answer.
@@ -99,10 +99,10 @@ pub async fn delete(t: &KubeTarget, res: &Resolved, namespace: Option<&str>, nam
     with_retry(&t.opts.retry, call).await.map(|_| ())
 }
 
-/// Reads `text` on a blocking thread (a 1.5 MiB object takes milliseconds, a deep one
-/// a stack that grows).
+/// Reads `text`, on a blocking thread when it is large (a 1.5 MiB object takes
+/// milliseconds; a deep one grows its stack on the heap wherever it runs).
 pub async fn parse(text: String) -> Result<Live, String> {
-    off_thread(move || Live::parse(&text)).await
+    off_thread_if_large(text.len(), move || Live::parse(&text)).await
 }
 
 fn unreadable(why: String) -> ApiFailure {

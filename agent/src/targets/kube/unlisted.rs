@@ -30,7 +30,7 @@ use super::cluster::KubeTarget;
 use super::discovery::Resolved;
 use super::owner::{adopted_message, Owner};
 use super::retry::{with_retry, ApiFailure};
-use crate::offload::off_thread;
+use crate::offload::off_thread_if_large;
 use crate::targets::{Action, ApplyRequest, ObjectOutcome};
 use drover_proto::object::ObjectRef;
 use drover_ssa::live::Live;
@@ -112,7 +112,7 @@ pub(super) async fn apply(t: &KubeTarget, req: &ApplyRequest, res: &Resolved, id
         Err(f) => return failed(f.message),
     };
     let manager = req.field_manager.clone();
-    let after = match off_thread(move || Found::read(&text, &manager)).await {
+    let after = match off_thread_if_large(text.len(), move || Found::read(&text, &manager)).await {
         Ok(found) => found,
         Err(e) => return failed(format!("applied, but the API server's answer cannot be read to tell whether it was adopted: {e}")),
     };

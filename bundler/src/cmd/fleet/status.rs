@@ -67,10 +67,16 @@ fn write_text(st: &Status, out: &mut Text) {
                 opt(c.applied_digest.as_deref().map(short_digest)),
                 c.health.to_string(),
                 class,
-                match (&c.last_result, c.last_reason.as_deref().filter(|r| !r.is_empty())) {
-                    (Some(r), Some(why)) => format!("{r}: {why}"),
-                    (Some(r), None) => r.clone(),
-                    (None, _) => "-".into(),
+                {
+                    let last = match (&c.last_result, c.last_reason.as_deref().filter(|r| !r.is_empty())) {
+                        (Some(r), Some(why)) => format!("{r}: {why}"),
+                        (Some(r), None) => r.clone(),
+                        (None, _) => "-".into(),
+                    };
+                    match &c.rolled_back {
+                        Some(rb) => format!("{last} (rolled back from {} {} to {})", rb.sequence, short_digest(&rb.digest), short_digest(&rb.to_digest)),
+                        None => last,
+                    }
                 },
                 match c.reported_at.as_deref().map(|at| (at, age(at, now))) {
                     Some((at, Some(a))) if a < 0 => format!("{at} (in the future)"),
