@@ -29,7 +29,16 @@ python3 tests/modcycles.py proto ssa bundler agent tests
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo build --workspace --bins --quiet
-cargo test --workspace --quiet -- --test-threads=4
+# With cargo-nextest (on these machines) the tests of all binaries share one pool of 4 and
+# run side by side (most of them wait on an agent, a registry or the fake API server), each
+# in its own process; .config/nextest.toml ends a test that hangs. Doc tests run apart
+# (nextest does not run them). Without nextest: cargo test, one binary after another.
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --test-threads 4
+  cargo test --workspace --doc --quiet
+else
+  cargo test --workspace --quiet -- --test-threads=4
+fi
 # Kubernetes scenarios against a real cluster: the `real_cluster` variants are #[ignore]d
 # (shown as ignored, never passed) unless run here with --ignored.
 if [[ -n "${DROVER_E2E_KUBECONFIG:-}" ]]; then
