@@ -124,17 +124,13 @@ fn private_copy() -> anyhow::Result<tempfile::TempDir> {
 }
 
 /// Copies the database of `state_dir` (if any) into `into`, for reading; refused by the
-/// rule the agent starts by (a state directory that is not the agent's user's, or holds
-/// another user's file, or whose `db` is not a directory, is never read).
+/// rule the agent starts by ([`crate::statedir::StateDir::for_reading`]).
 fn copy_db(state_dir: &Path, into: &Path) -> anyhow::Result<()> {
     let src = state_dir.join(crate::statedir::DB);
-    match std::fs::symlink_metadata(&src) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", src.display())),
-        Ok(md) if !md.is_dir() => anyhow::bail!("{}: not a directory (a link or a file): plan reads no database through it; move it aside", src.display()),
-        Ok(_) => {}
+    if matches!(std::fs::symlink_metadata(&src), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(());
     }
-    check_owned(state_dir)?;
+    crate::statedir::StateDir::for_reading(state_dir).context("plan reads no database but the agent's")?;
     let mut todo = vec![(src.clone(), into.join("db"))];
     while let Some((from, to)) = todo.pop() {
         crate::private::create_dir_all(&to).with_context(|| format!("copying {}", from.display()))?;
@@ -147,23 +143,6 @@ fn copy_db(state_dir: &Path, into: &Path) -> anyhow::Result<()> {
                 std::fs::copy(e.path(), to.join(e.file_name())).with_context(|| format!("copying {}", e.path().display()))?;
             }
         }
-    }
-    Ok(())
-}
-
-/// The state directory and everything in it belong to root or the agent's user.
-fn check_owned(state_dir: &Path) -> anyhow::Result<()> {
-    let dir = crate::statedir::StateDir::existing(state_dir).with_context(|| format!("opening {}", state_dir.display()))?;
-    let (uid, _) = dir.owner_and_mode().with_context(|| format!("reading {}", state_dir.display()))?;
-    if !crate::owned::trusted_owner(uid) {
-        anyhow::bail!("{} belongs to uid {uid}, not to the agent's user: plan reads no other user's database", state_dir.display());
-    }
-    let foreign = crate::owned::foreign_entries(dir.fd()).with_context(|| format!("reading {}", state_dir.display()))?;
-    if let Some((first, uid)) = foreign.first() {
-        anyhow::bail!(
-            "{}: {first} in it belongs to uid {uid}, not to the agent: plan reads no other user's files; move the state directory aside",
-            state_dir.display()
-        );
     }
     Ok(())
 }

@@ -31,21 +31,26 @@ impl StateDir {
     /// parent is a volume's mount point that only this pod sees (`--shared-state-parent`).
     pub fn claim(path: &Path, shared_parent: bool) -> Result<StateDir, OwnedError> {
         let fd = owned::claim(path, "state directory", shared_parent)?;
-        let refused = |message: String| OwnedError::Refused { path: path.display().to_string(), message };
-        let io_err = |source| OwnedError::Io { path: path.display().to_string(), source };
-        let foreign = owned::foreign_entries(fd.as_fd()).map_err(io_err)?;
-        if let Some((first, uid)) = foreign.first() {
-            return Err(refused(format!(
-                "{first} in it belongs to uid {uid}, not to the agent: another user's files (a database, a report key) are never used. \
-                 Move the state directory aside and start again (the agent makes a new one)"
-            )));
-        }
-        if let Some((kind, _)) = fsat::entry(fd.as_fd(), DB).map_err(io_err)? {
-            if kind != rustix::fs::FileType::Directory {
-                return Err(refused(format!("{DB} in it is not a directory (a link or a file): move it aside")));
-            }
-        }
+        check_contents(path, &fd)?;
         Ok(StateDir { path: path.to_path_buf(), fd })
+    }
+
+    /// An existing state directory a command reads the database of (`plan`), by the rule
+    /// the agent starts by: the directory root's or the agent's user's, nothing of another
+    /// user in it, its database (when there is one) a directory. Nothing is created or
+    /// changed.
+    pub fn for_reading(path: &Path) -> Result<StateDir, OwnedError> {
+        let io_err = |source| OwnedError::Io { path: path.display().to_string(), source };
+        let dir = StateDir::existing(path).map_err(io_err)?;
+        let (uid, _) = dir.owner_and_mode().map_err(io_err)?;
+        if !owned::trusted_owner(uid) {
+            return Err(OwnedError::Refused {
+                path: path.display().to_string(),
+                message: format!("it belongs to uid {uid}, not to the agent's user: another user's database is never read"),
+            });
+        }
+        check_contents(path, &dir.fd)?;
+        Ok(dir)
     }
 
     /// An existing state directory, opened for the command line (`hold`, `status`) or a
@@ -114,6 +119,26 @@ impl StateDir {
         let st = rustix::fs::fstat(self.fd()).map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))?;
         Ok((st.st_uid, st.st_mode & 0o7777))
     }
+}
+
+/// Nothing in the state directory `fd` (at `path`) belongs to another user, and its
+/// database, when there is one, is a directory.
+fn check_contents(path: &Path, fd: &OwnedFd) -> Result<(), OwnedError> {
+    let refused = |message: String| OwnedError::Refused { path: path.display().to_string(), message };
+    let io_err = |source| OwnedError::Io { path: path.display().to_string(), source };
+    let foreign = owned::foreign_entries(fd.as_fd()).map_err(io_err)?;
+    if let Some((first, uid)) = foreign.first() {
+        return Err(refused(format!(
+            "{first} in it belongs to uid {uid}, not to the agent: another user's files (a database, a report key) are never used. \
+             Move the state directory aside and start again (the agent makes a new one)"
+        )));
+    }
+    if let Some((kind, _)) = fsat::entry(fd.as_fd(), DB).map_err(io_err)? {
+        if kind != rustix::fs::FileType::Directory {
+            return Err(refused(format!("{DB} in it is not a directory (a link or a file): move it aside")));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

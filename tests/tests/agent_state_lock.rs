@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use agent_support::{cm, objs, Fx};
 
 /// Holds an exclusive lock on the state database of `fx` (`flock(LOCK_EX)` on
-/// `DIR/db/db`, as sled's `try_lock_exclusive` takes it) until the returned file is
-/// dropped, from a thread after `secs` seconds, or at once when `secs` is 0.
+/// `DIR/db/db`, as sled's `try_lock_exclusive` takes it) from a thread, for `secs` seconds
+/// or until the returned sender sends or is dropped.
 fn hold_lock(fx: &Fx, secs: u64) -> std::sync::mpsc::Sender<()> {
     use std::os::fd::AsRawFd;
     let db = std::path::Path::new(&fx.state()).join("db").join("db");

@@ -3,12 +3,12 @@
 //! strings are offsets into one text ([`S`]), fields, element types and list keys are index
 //! ranges into flat arrays, so it is read-only data the loader never relocates (a table of
 //! `&'static str`s is rewritten at every start of a position-independent program, and all
-//! its pages become private memory of the process). The accessors (in `builtin/mod.rs`) give `&'static` values.
+//! its pages become private memory of the process). The accessors (in `builtin/mod.rs`)
+//! give `&'static` values.
 
 /// A string of the table: its offset and length in [`super::STRINGS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct S(pub u32, pub u16);
-
 
 /// The server minors a row holds in: `1.lo` to `1.hi`, inclusive. `lo` 0 stands for every
 /// minor up to the oldest published OpenAPI the table was checked against
@@ -41,7 +41,6 @@ pub struct T {
     pub fields: (u16, u16),
 }
 
-
 /// A struct field.
 #[derive(Debug)]
 pub struct F {
@@ -60,7 +59,6 @@ pub struct F {
     /// changed between minors has one row per type).
     pub m: M,
 }
-
 
 /// A value type.
 #[derive(Debug)]
@@ -97,7 +95,6 @@ pub enum Ty {
     Map(u16, bool),
 }
 
-
 /// How a list's items are owned.
 #[derive(Debug)]
 pub enum R {
@@ -108,7 +105,6 @@ pub enum R {
     /// items keyed by the fields of a run of [`super::KEYS`] (start, count)
     Keys(u16, u16),
 }
-
 
 /// The Go shape of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
