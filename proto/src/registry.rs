@@ -110,23 +110,33 @@ fn trust_roots(ca_file: Option<&PathBuf>) -> Result<Vec<reqwest::Certificate>, S
     Ok(roots)
 }
 
+/// The HTTP client of a registry client: `reuse` keeps idle connections for the next
+/// request; without it every request opens its own connection (the retry of a request
+/// whose kept-alive connection was closed, [`request`]).
+pub(crate) fn http_client(timeout: Duration, ca_file: Option<&PathBuf>, reuse: bool) -> Result<reqwest::Client, StoreError> {
+    let mut b = reqwest::Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .read_timeout(timeout)
+        .tls_certs_only(trust_roots(ca_file)?)
+        .user_agent(concat!("drover/", env!("CARGO_PKG_VERSION")));
+    if !reuse {
+        b = b.pool_max_idle_per_host(0);
+    }
+    b.build().map_err(|e| StoreError::Config(format!("HTTP client: {e}")))
+}
+
 impl RegistryClient {
     /// Builds a client from the shared flags.
     pub fn new(opts: RegistryOptions) -> Result<Self, StoreError> {
         let timeout = opts.effective_timeout()?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .read_timeout(timeout)
-            .tls_certs_only(trust_roots(opts.ca_file.as_ref())?)
-            .user_agent(concat!("drover/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| StoreError::Config(format!("HTTP client: {e}")))?;
+        let http = http_client(timeout, opts.ca_file.as_ref(), true)?;
         let engine = Engine {
             http,
             plain_http: opts.plain_http,
             ca_file: opts.ca_file.clone(),
             timeout,
             auth: Authorizer::new(opts.credentials.clone(), opts.credential_flags),
+            fresh: std::sync::OnceLock::new(),
         };
         Ok(RegistryClient { engine: Arc::new(engine), opts })
     }

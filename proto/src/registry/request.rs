@@ -54,6 +54,9 @@ pub(crate) struct Engine {
     pub timeout: Duration,
     /// What is known about authenticating to each registry.
     pub auth: Authorizer,
+    /// A client that never reuses a connection, built on the first retry of a request
+    /// whose kept-alive connection was closed before the answer.
+    pub fresh: std::sync::OnceLock<reqwest::Client>,
 }
 
 fn transport(what: &str, message: String) -> StoreError {
@@ -168,21 +171,25 @@ impl Engine {
             None => self.timeout,
         };
         // A kept-alive connection the server closed just as the request went out gets the
-        // request once more on a new connection, as Go's and curl's clients do. Every
+        // request once more, on a new connection (another pooled one may have been closed
+        // as well: an idle timeout closes them all), as Go's and curl's clients do. Every
         // request drover sends may be repeated: reads, manifest PUTs (same bytes, same
         // result), starting an upload; an upload's final PUT that the server did take
         // answers "upload unknown" the second time, and `upload_blob` then finds the blob.
-        let mut again = req.try_clone();
-        let res = loop {
-            match tokio::time::timeout(budget, req.send()).await {
-                Err(_) => return Err(transport(call.what, diagnose::timed_out(&host, budget))),
-                Ok(Err(e)) if diagnose::closed_before_answer(&e) && again.is_some() => {
-                    tracing::debug!(method = %call.method, url = %url, "connection closed before an answer; sending the request again");
-                    req = again.take().expect("checked");
-                }
-                Ok(Err(e)) => return Err(transport(call.what, diagnose::send_error(&e, &self.diag(&host)))),
-                Ok(Ok(r)) => break r,
+        let request = req.build().map_err(|e| transport(call.what, format!("bad request {}: {e}", call.url)))?;
+        let again = request.try_clone();
+        let res = match tokio::time::timeout(budget, self.http.execute(request)).await {
+            Ok(Err(e)) if diagnose::closed_before_answer(&e) && again.is_some() => {
+                tracing::debug!(method = %call.method, url = %url, "connection closed before an answer; sending the request again on a new connection");
+                let fresh = self.fresh_client()?;
+                tokio::time::timeout(budget, fresh.execute(again.expect("checked"))).await
             }
+            first => first,
+        };
+        let res = match res {
+            Err(_) => return Err(transport(call.what, diagnose::timed_out(&host, budget))),
+            Ok(Err(e)) => return Err(transport(call.what, diagnose::send_error(&e, &self.diag(&host)))),
+            Ok(Ok(r)) => r,
         };
         tracing::debug!(method = %call.method, url = %url, status = res.status().as_u16(), authorized = authorization.is_some(), "registry request");
         if res.status().as_u16() == 400 && self.plain_http {
@@ -193,6 +200,16 @@ impl Engine {
             return Err(transport(call.what, format!("registry answered HTTP 400: {}", clean::bounded(body.trim(), 300))));
         }
         Ok(res)
+    }
+
+    /// The client that opens a new connection for every request (built once, on demand:
+    /// most runs never need it).
+    fn fresh_client(&self) -> Result<&reqwest::Client, StoreError> {
+        if let Some(c) = self.fresh.get() {
+            return Ok(c);
+        }
+        let c = super::http_client(self.timeout, self.ca_file.as_ref(), false)?;
+        Ok(self.fresh.get_or_init(|| c))
     }
 
     /// Reads at most `limit` bytes of an error body as text (best effort, bounded). The
