@@ -109,9 +109,11 @@ async fn locate(args: &QueryArgs) -> anyhow::Result<Source> {
 }
 
 fn open_store(dir: &Path, notice: Option<&str>) -> anyhow::Result<Store> {
-    if !dir.join("db").exists() {
+    if matches!(std::fs::symlink_metadata(dir.join(crate::statedir::DB)), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
         bail!("{} holds no agent database (nothing recorded yet)", dir.display());
     }
+    // The rule the agent starts by: another user's database is never read.
+    crate::statedir::StateDir::for_reading(dir).context("status and history read no database but the agent's")?;
     Store::open(dir).with_context(|| match notice {
         Some(n) => format!("{n}; the database of {} is busy, so its agent runs elsewhere: pass --endpoint URL (the address of its `drover-agent run --listen`)", dir.display()),
         None => format!("no agent answers and the database of {} is busy; is its agent listening elsewhere (--endpoint)?", dir.display()),

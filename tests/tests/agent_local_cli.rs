@@ -110,3 +110,36 @@ fn a_squatter_on_a_crashed_agents_port_is_not_shown_as_the_agent() {
         assert_eq!(out.code, 0, "{cmd} under a 64 MiB cap with an endless answer on the port:\n{}", out.stderr);
     }
 }
+
+/// `status` and `history --state-dir` read the database by the rule the agent starts by
+/// (`agent/src/statedir.rs`), as `plan` does: a file of another user in it (a database she
+/// planted while the agent was down) is refused, naming the file and her uid, and nothing
+/// of it is shown; a `db` that is a link to her directory is refused too.
+#[test]
+fn status_and_history_refuse_a_state_database_holding_another_users_file() {
+    let fx = Fx::new();
+    fx.push(&objs(&[cm("app", "a", "1")]), 1, Some("k1"), &[]);
+    assert_eq!(fx.once(&[]).code, 0);
+    let state = fx.state();
+    let db = std::path::Path::new(&state).join("db");
+    let conf = db.join("conf");
+    neighbour::chown(&conf);
+    for cmd in ["status", "history"] {
+        let out = drover_tests::run("drover-agent", &[cmd, "-o", "json", "--state-dir", &state], &[]);
+        assert_eq!(out.code, 1, "{cmd} read a database holding another user's file:\n{}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains("conf") && out.stderr.contains(&format!("uid {}", neighbour::UID)), "{cmd}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{cmd} printed: {}", out.stdout);
+    }
+    std::os::unix::fs::lchown(&conf, Some(0), Some(0)).unwrap();
+    let st = run_ok("drover-agent", &["status", "-o", "json", "--state-dir", &state], &[]).json();
+    assert_eq!(st["agentRunning"].as_bool(), Some(false), "{st:#}");
+
+    let aside = fx.p("db-aside");
+    std::fs::rename(&db, &aside).unwrap();
+    std::os::unix::fs::symlink(&aside, &db).unwrap();
+    for cmd in ["status", "history"] {
+        let out = drover_tests::run("drover-agent", &[cmd, "--state-dir", &state], &[]);
+        assert_eq!(out.code, 1, "{cmd} followed a db link:\n{}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains("not a directory") || out.stderr.contains("link"), "{cmd}: {}", out.stderr);
+    }
+}

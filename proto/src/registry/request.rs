@@ -59,6 +59,36 @@ pub(crate) struct Engine {
     pub fresh: std::sync::OnceLock<reqwest::Client>,
 }
 
+/// The system's trusted roots plus `--ca-file`'s certificates.
+fn trust_roots(ca_file: Option<&PathBuf>) -> Result<Vec<reqwest::Certificate>, StoreError> {
+    let native = rustls_native_certs::load_native_certs();
+    let mut roots: Vec<reqwest::Certificate> = native.certs.iter().filter_map(|c| reqwest::Certificate::from_der(c).ok()).collect();
+    if let Some(ca) = ca_file {
+        let pem = std::fs::read(ca).map_err(|e| StoreError::Config(format!("cannot read --ca-file {}: {e}", ca.display())))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .ok()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| StoreError::Config(format!("--ca-file {} holds no PEM certificate", ca.display())))?;
+        roots.extend(certs);
+    }
+    Ok(roots)
+}
+
+/// The HTTP client of a registry client: `reuse` keeps idle connections for the next
+/// request; without it every request opens its own connection (the retry of a request
+/// whose kept-alive connection was closed, [`Engine::send`]).
+pub(crate) fn http_client(timeout: Duration, ca_file: Option<&PathBuf>, reuse: bool) -> Result<reqwest::Client, StoreError> {
+    let mut b = reqwest::Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .read_timeout(timeout)
+        .tls_certs_only(trust_roots(ca_file)?)
+        .user_agent(concat!("drover/", env!("CARGO_PKG_VERSION")));
+    if !reuse {
+        b = b.pool_max_idle_per_host(0);
+    }
+    b.build().map_err(|e| StoreError::Config(format!("HTTP client: {e}")))
+}
+
 fn transport(what: &str, message: String) -> StoreError {
     StoreError::Transport { what: what.to_string(), message }
 }
@@ -208,7 +238,7 @@ impl Engine {
         if let Some(c) = self.fresh.get() {
             return Ok(c);
         }
-        let c = super::http_client(self.timeout, self.ca_file.as_ref(), false)?;
+        let c = http_client(self.timeout, self.ca_file.as_ref(), false)?;
         Ok(self.fresh.get_or_init(|| c))
     }
 
