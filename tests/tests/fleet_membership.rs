@@ -417,3 +417,34 @@ fn promote_refuses_a_source_channel_whose_statement_was_deleted() {
     assert_eq!(out.json()["digest"], d2.as_str());
     assert!(out.stderr.contains("not checked"), "{}", out.stderr);
 }
+
+/// An agent with several sources writes one report per source, each into that source's
+/// reports repository, all under the cluster's one tag and key (docs/fleet.md). Reading a
+/// platform's and a tenant's reports repositories together with the platform's Fleet file
+/// must judge the cluster on the report of the channel the file declares for it, whichever
+/// source reported last: the tenant's newer report is not the platform's.
+#[test]
+fn a_tenants_report_of_the_same_cluster_does_not_stand_in_for_the_declared_channel() {
+    let (_reg, _tmp, f) = world();
+    f.push("edge", "prod", "prod-ring0", 1, &workload("app", "1", None));
+    f.push("edge", "prod", "tenant-prod", 2, &workload("team", "1", None));
+    f.agent_ok("e1", "edge", "prod", "prod-ring0", Target::Dir, &[]);
+    let file = f.fleet_file(&["edge"]);
+    f.enroll_fleet(&file, &["--all-pending"]);
+    let fleet = file.to_str().unwrap();
+    assert_eq!(Fleet::row(&f.status_fleet(&file, &[]), "edge", "e1")["class"], "ready");
+
+    // The same cluster's tenant source reports later, into the tenant's repository.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let tenant_reports = format!("{}/tenant/drover-reports", f.reg);
+    f.agent_ok("e1", "edge", "prod", "tenant-prod", Target::Dir, &["--report-to", &tenant_reports]);
+    let (_, platform) = f.raw_report("edge.e1");
+    assert_eq!(platform["channel"], "prod-ring0", "the platform's report is untouched: {platform:#}");
+
+    let both = f.status_fleet(&file, &["--reports", &tenant_reports]);
+    let row = Fleet::row(&both, "edge", "e1");
+    assert_eq!(row["class"], "ready", "judged on the tenant's report: {row:#}");
+    // The gate reads one reports repository (the platform's by default): still ready.
+    let out = gated(&f, &["--fleet", fleet]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}

@@ -37,7 +37,8 @@ pub enum Judge<'a> {
 /// What the readers keep of the reports.
 #[derive(Debug, Default)]
 pub struct Reading {
-    /// The report that counts of each cluster (by tag `TYPE.NAME`): the newest.
+    /// The report that counts of each cluster (by tag `TYPE.NAME`): the newest, of its
+    /// declared group when a Fleet file declares it.
     pub trusted: BTreeMap<String, Report>,
     /// Declared clusters without a report that counts: why their reports do not count.
     pub declared_untrusted: BTreeMap<String, String>,
@@ -70,17 +71,36 @@ fn newer(a: &Report, b: &Report) -> bool {
     t(a) > t(b)
 }
 
+/// Does `report` speak of the group its cluster is declared in? An agent with several
+/// sources writes a report per source, each into its source's reports repository, all
+/// under the cluster's one tag and key: read together with a Fleet file, the report of
+/// the declared channel is the cluster's, however recent another source's is. Without a
+/// Fleet file every report fits (the newest wins).
+fn fits(judge: &Judge, tag: &str, report: &Report) -> bool {
+    match judge {
+        Judge::Declared(m) => m.get(tag).is_some_and(|member| Group::of(report) == member.group),
+        Judge::Roster(_) => true,
+    }
+}
+
 impl Reading {
-    /// Adds one report, judged `standing`.
+    /// Adds one report, judged `standing`: of a cluster's reports that count, the one of
+    /// its declared group ([`fits`]), then the newest, is kept.
     fn add(&mut self, received: Received, standing: Standing, judge: &Judge) {
         let tag = received.report.tag();
         match standing {
-            Standing::Trusted => match self.trusted.get(&tag) {
-                Some(held) if !newer(&received.report, held) => {}
-                _ => {
+            Standing::Trusted => {
+                let replaces = match self.trusted.get(&tag) {
+                    None => true,
+                    Some(held) => {
+                        let (new_fits, held_fits) = (fits(judge, &tag, &received.report), fits(judge, &tag, held));
+                        new_fits > held_fits || (new_fits == held_fits && newer(&received.report, held))
+                    }
+                };
+                if replaces {
                     self.trusted.insert(tag, received.report);
                 }
-            },
+            }
             Standing::Untrusted(why) => match judge {
                 Judge::Declared(m) if m.get(&tag).is_some() => {
                     self.declared_untrusted.entry(tag).or_insert(why);
@@ -224,12 +244,17 @@ mod tests {
             let standing = m.judge(&rec, now);
             reading.add(rec, standing, &judge);
         }
+        // Its tenant source's newer report (another channel, same key) is not its report.
+        let mut tenant = signed("a", t(1));
+        tenant.report.channel = "tenant-prod".into();
+        let standing = m.judge(&tenant, now);
+        reading.add(tenant, standing, &judge);
         let forged = Received { signer: Signer::Unsigned, ..signed("a", t(0)) };
         let standing = m.judge(&forged, now);
         reading.add(forged, standing, &judge);
         reading.settle();
         assert_eq!(reading.trusted.len(), 1);
-        assert_eq!(reading.trusted["edge.a"].reported_at, t(10));
+        assert_eq!((reading.trusted["edge.a"].reported_at.as_str(), reading.trusted["edge.a"].channel.as_str()), (t(10).as_str(), "prod-ring0"));
         assert!(reading.declared_untrusted.is_empty(), "a's forged copy does not list it as untrusted");
         assert_eq!(reading.untrusted.len(), 1, "b is not declared");
         assert!(reading.why["edge.b"].starts_with("not declared in fleet.yaml"), "{:?}", reading.why);
