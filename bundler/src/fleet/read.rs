@@ -94,7 +94,7 @@ impl Reading {
                     None => true,
                     Some(held) => {
                         let (new_fits, held_fits) = (fits(judge, &tag, &received.report), fits(judge, &tag, held));
-                        new_fits > held_fits || (new_fits == held_fits && newer(&received.report, held))
+                        (new_fits && !held_fits) || (new_fits == held_fits && newer(&received.report, held))
                     }
                 };
                 if replaces {
