@@ -52,9 +52,12 @@ mode, agent, listing, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def pattern(sym):
     """A symbol without what depends on the build (agent/build.rs matches these): v0's crate
     disambiguators (`Cs<base62>_`), the crate a generic instance was made in (it ends the
-    name after the type arguments' `E`), LTO's `.llvm.<n>` suffix; a legacy name's hash."""
+    name after the type arguments' `E`), LTO's `.llvm.<n>` suffix, the `.<n>` that tells a
+    function's local copies apart (their numbers shift with any change elsewhere: such a
+    pattern places every copy); a legacy name's hash."""
     sym, llvm = re.subn(r"\.llvm\.[0-9]+$", "", sym)
-    suffix = ".llvm.*" if llvm else ""
+    sym, local = (sym, 0) if llvm else re.subn(r"\.[0-9]+$", "", sym)
+    suffix = ".llvm.*" if llvm else ".*" if local else ""
     if sym.startswith("_R"):
         sym = re.sub(r"Cs[0-9A-Za-z]+_", "Cs*_", sym)
         # A generic instance's name ends with the crate it was made in, `C[s*_]<n><n chars>`.
